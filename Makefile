@@ -1,0 +1,32 @@
+# Two commands from a fresh clone: `make run` and `make test`. Each makes .venv when missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+export PORT
+
+.PHONY: run test lint worker install
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@touch $@
+
+install: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	@mkdir -p var
+	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py migrate --no-input
+	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py demo
+	DEBUG=$${DEBUG:-1} $(BIN)/python -m uvicorn config.asgi:application --host 127.0.0.1 --port $(PORT) --no-access-log
+
+test: $(VENV)/.installed
+	@mkdir -p var
+	SECRET_KEY=$${SECRET_KEY:-test-only-not-secret} $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+
+worker: $(VENV)/.installed
+	$(BIN)/celery -A config worker --beat --loglevel INFO

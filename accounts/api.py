@@ -1,0 +1,116 @@
+"""REST endpoints for accounts: who am I, personal tokens, scopes. Thin over services/selectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from accounts import selectors, services
+from accounts.authentication import caller_from_request
+from accounts.errors import DomainError
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Every API error is `{error, code}` with its HTTP status (validation errors add `fields`)."""
+    if isinstance(exc, DomainError):
+        return Response({"error": exc.message, "code": exc.code}, status=exc.http_status)
+    response = drf_exception_handler(exc, context)
+    if response is None or not isinstance(exc, APIException):
+        return response
+    if isinstance(exc, ValidationError):
+        response.data = {"error": "Invalid input.", "code": "invalid_input", "fields": response.data}
+    else:
+        codes = exc.get_codes()
+        response.data = {"error": str(exc.detail), "code": codes if isinstance(codes, str) else "error"}
+    return response
+
+
+class BearerAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = "accounts.authentication.BearerAuthentication"
+    name = "bearer"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer",
+                "description": "A personal access token (atr_...) or an OAuth access token."}
+
+
+class MeView(APIView):
+    class OutputSerializer(serializers.Serializer):
+        authenticated = serializers.BooleanField()
+        user = serializers.DictField()
+        token = serializers.DictField()
+        scopes = serializers.ListField(child=serializers.CharField())
+        mcp_url = serializers.URLField()
+
+    @extend_schema(responses=OutputSerializer, summary="Who you are and what your credential allows")
+    def get(self, request: Request) -> Response:
+        return Response(selectors.caller_describe(caller=caller_from_request(request, via="api")))
+
+
+class TokenOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    label = serializers.CharField()
+    prefix = serializers.CharField()
+    scopes = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+    def get_scopes(self, token: Any) -> list[str]:
+        return sorted(s.name for s in token.scopes.all())
+
+
+class TokenListCreateView(APIView):
+    class InputSerializer(serializers.Serializer):
+        label = serializers.CharField(max_length=100)
+        scopes = serializers.ListField(child=serializers.CharField(), required=False,
+                                       help_text="Scope names; omitted, every scope you hold.")
+        expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+    class CreatedSerializer(TokenOutputSerializer):
+        token = serializers.CharField(help_text="The raw token. It is shown this once and never again.")
+
+    @extend_schema(responses=TokenOutputSerializer(many=True), summary="List your active tokens")
+    def get(self, request: Request) -> Response:
+        tokens = selectors.token_list(caller=caller_from_request(request, via="api"))
+        return Response(TokenOutputSerializer(tokens, many=True).data)
+
+    @extend_schema(request=InputSerializer, responses={201: CreatedSerializer}, summary="Make a token")
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        caller = caller_from_request(request, via="api")
+        token, raw = services.token_create(caller=caller, user=caller.user, **data.validated_data)
+        return Response({**TokenOutputSerializer(token).data, "token": raw}, status=status.HTTP_201_CREATED)
+
+
+class TokenDetailView(APIView):
+    @extend_schema(responses=TokenOutputSerializer, summary="One of your tokens")
+    def get(self, request: Request, token_id: int) -> Response:
+        token = selectors.token_get(caller=caller_from_request(request, via="api"), token_id=token_id)
+        return Response(TokenOutputSerializer(token).data)
+
+    @extend_schema(responses={204: None}, summary="Revoke one of your tokens")
+    def delete(self, request: Request, token_id: int) -> Response:
+        caller = caller_from_request(request, via="api")
+        services.token_revoke(caller=caller, token=selectors.token_get(caller=caller, token_id=token_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ScopeListView(APIView):
+    class OutputSerializer(serializers.Serializer):
+        name = serializers.CharField()
+        description = serializers.CharField()
+
+    @extend_schema(responses=OutputSerializer(many=True), summary="Every scope a token can carry")
+    def get(self, request: Request) -> Response:
+        return Response(self.OutputSerializer(selectors.scope_list(), many=True).data)

@@ -1,0 +1,20 @@
+from importlib.metadata import version
+
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    name = "accounts"
+    verbose_name = "Accounts and access"
+
+    def ready(self) -> None:
+        from mcp_server import mcp_server
+        from oauth2_provider.signals import app_authorized
+
+        from accounts.mcp_registry import install_guard
+        from accounts.oauth import record_authorization
+
+        install_guard(mcp_server)
+        # serverInfo names Atrium's version, not the SDK's.
+        mcp_server._mcp_server.version = version("atrium")
+        app_authorized.connect(record_authorization, dispatch_uid="accounts.record_authorization")

@@ -1,0 +1,221 @@
+"""How Atrium declares MCP tools, and the one place that decides who may see and call them.
+
+Each app's mcp.py defines `Toolset` subclasses whose public methods are declared with `@tool`:
+name, title, the scope the tool needs (or None), and all four behaviour hints, set on purpose.
+`install_guard` puts a filter in front of the SDK's tools/list and tools/call handlers that
+reads the caller of the current request, so scopes are checked here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
+from django.core.serializers.json import DjangoJSONEncoder
+from mcp import types
+from mcp_server import MCPToolset
+from mcp_server.djangomcp import DjangoMCP, _ToolsetMethodCaller, django_request_ctx
+
+from accounts.caller import Caller
+from accounts.errors import DomainError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    scope: str | None
+    annotations: types.ToolAnnotations
+
+
+# Tool name -> spec, for every tool registered on the server. A tool missing here is never
+# listed and never called (deny by default).
+TOOLS: dict[str, ToolSpec] = {}
+
+
+def json_text(payload: Any) -> str:
+    return json.dumps(payload, cls=DjangoJSONEncoder, ensure_ascii=False)
+
+
+def success_result(payload: Any) -> types.CallToolResult:
+    """JSON in a text block for every client, mirrored into structuredContent."""
+    text = json_text(payload)
+    structured = json.loads(text)
+    if not isinstance(structured, dict):
+        structured = {"result": structured}
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                structuredContent=structured, isError=False)
+
+
+def error_result(code: str, message: str) -> types.CallToolResult:
+    """A business error the model can read and recover from. No structuredContent: strict
+    clients would check it against the success shape."""
+    text = json_text({"error": message, "code": code})
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+
+
+def unwrap_docstring(doc: str) -> str:
+    """A docstring as description text: hard-wrapped lines joined, paragraphs kept."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+def tool(
+    *,
+    name: str,
+    title: str,
+    scope: str | None,
+    read_only: bool,
+    destructive: bool,
+    idempotent: bool,
+    open_world: bool,
+) -> Callable[[Callable[..., Any]], Callable[..., types.CallToolResult]]:
+    """Declare a Toolset method as an MCP tool. The docstring is its description."""
+    spec = ToolSpec(
+        name=name,
+        title=title,
+        scope=scope,
+        annotations=types.ToolAnnotations(
+            title=title, readOnlyHint=read_only, destructiveHint=destructive,
+            idempotentHint=idempotent, openWorldHint=open_world,
+        ),
+    )
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., types.CallToolResult]:
+        if not (fn.__doc__ or "").strip():
+            raise ImproperlyConfigured(f"Tool {name} needs a docstring: it is the tool's description.")
+
+        @functools.wraps(fn)
+        def run(self: Toolset, *args: Any, **kwargs: Any) -> types.CallToolResult:
+            try:
+                result = fn(self, *args, **kwargs)
+            except DomainError as exc:
+                return self._error_result(exc)
+            except Exception:
+                logger.exception("Tool %s failed", name)
+                return error_result("internal_error", f"{name} failed on the server; the error was logged.")
+            return result if isinstance(result, types.CallToolResult) else success_result(result)
+
+        # The SDK builds the input schema from this signature, read through the bound method,
+        # so it leaves out `self`. The return type says "the tool builds its own result": no
+        # output schema is declared that an error result could violate.
+        signature = inspect.signature(fn, eval_str=True)
+        run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=list(signature.parameters.values())[1:], return_annotation=types.CallToolResult
+        )
+        del run.__wrapped__  # type: ignore[attr-defined]
+        run.__name__ = name
+        run.atrium_tool = spec  # type: ignore[attr-defined]
+        return run
+
+    return decorate
+
+
+class Toolset(MCPToolset):
+    """Base for Atrium's toolsets. `self.caller` is who is calling."""
+
+    @property
+    def caller(self) -> Caller:
+        return self.request.caller
+
+    def _error_result(self, exc: DomainError) -> types.CallToolResult:
+        """How this toolset reports a domain error; products with their own envelope override it."""
+        return error_result(exc.code, exc.message)
+
+    def _add_tools_to(self, tool_manager: Any) -> list[Any]:
+        added = []
+        cls = type(self)
+        for attr in sorted(dir(cls)):
+            member = inspect.getattr_static(cls, attr)
+            if attr.startswith("_") or not inspect.isfunction(member):
+                continue
+            spec: ToolSpec | None = getattr(member, "atrium_tool", None)
+            if spec is None:
+                raise ImproperlyConfigured(f"{cls.__name__}.{attr} is public but not declared with @tool.")
+            if spec.name in TOOLS:
+                raise ImproperlyConfigured(f"Tool name {spec.name} is declared twice.")
+            method = getattr(self, attr)
+            description = unwrap_docstring(member.__doc__)
+            registered = tool_manager.add_tool(
+                sync_to_async(method), name=spec.name, title=spec.title,
+                description=description, annotations=spec.annotations,
+            )
+            forward_context = registered.context_kwarg is not None
+            if not forward_context:
+                registered.context_kwarg = "_context"
+            registered.fn = _ToolsetMethodCaller(cls, attr, registered.context_kwarg, forward_context)
+            registered.parameters["additionalProperties"] = False
+            TOOLS[spec.name] = spec
+            added.append(registered)
+        return added
+
+
+def current_caller() -> Caller | None:
+    return getattr(django_request_ctx.get(None), "caller", None)
+
+
+def missing_scope(tool_name: str, caller: Caller | None) -> str | None:
+    """The scope `caller` lacks to use `tool_name`, or None if it may use it."""
+    spec = TOOLS[tool_name]
+    if spec.scope is None:
+        return None
+    if caller is None or spec.scope not in caller.scopes:
+        return spec.scope
+    return None
+
+
+def visible_tools(caller: Caller | None) -> set[str]:
+    return {name for name in TOOLS if missing_scope(name, caller) is None}
+
+
+def call_refusal(server: DjangoMCP, name: str, arguments: dict[str, Any],
+                 caller: Caller | None) -> types.CallToolResult | None:
+    """Why this call may not run, as a tool error result; None if it may."""
+    if name not in TOOLS:
+        return error_result("unknown_tool", f"Unknown tool: {name}.")
+    scope = missing_scope(name, caller)
+    if scope is not None:
+        held = ", ".join(sorted(caller.scopes)) if caller and caller.scopes else "none"
+        return error_result(
+            "insufficient_scope",
+            f"Tool '{name}' needs the scope '{scope}', which this token does not carry "
+            f"(it carries: {held}). Use a token that has '{scope}'.",
+        )
+    accepted = server._tool_manager.get_tool(name).parameters.get("properties", {})
+    unknown = sorted(set(arguments) - set(accepted))
+    if unknown:
+        return error_result(
+            "invalid_arguments",
+            f"Unknown argument(s) for {name}: {', '.join(unknown)}. "
+            f"Accepted: {', '.join(sorted(accepted)) or 'none'}.",
+        )
+    return None
+
+
+def install_guard(server: DjangoMCP) -> None:
+    """Filter tools/list by the caller's scopes and refuse tools/call outside them."""
+    low = server._mcp_server
+
+    async def list_tools() -> list[types.Tool]:
+        allowed = visible_tools(current_caller())
+        return [t for t in await server.list_tools() if t.name in allowed]
+
+    low.list_tools()(list_tools)
+    inner_call = low.request_handlers[types.CallToolRequest]
+
+    async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
+        refusal = call_refusal(server, request.params.name, request.params.arguments or {}, current_caller())
+        if refusal is not None:
+            return types.ServerResult(refusal)
+        return await inner_call(request)
+
+    low.request_handlers[types.CallToolRequest] = call_tool

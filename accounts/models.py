@@ -1,0 +1,112 @@
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+from django.utils import timezone
+
+
+class User(AbstractUser):
+    """An Atrium account. Each user's portfolio is private to them unless shared."""
+
+
+class Scope(models.Model):
+    """A permission a token can carry, e.g. `elements:read`. Seeded by a data migration."""
+
+    name = models.CharField(max_length=64, unique=True)
+    description = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PersonalToken(models.Model):
+    """A bearer token a user makes for a client. Only its SHA-256 digest is stored."""
+
+    PREFIX = "atr_"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="personal_tokens")
+    label = models.CharField(max_length=100)
+    # The first characters of the raw token, so a leaked token found in a log can be matched.
+    prefix = models.CharField(max_length=16)
+    digest = models.CharField(max_length=64, unique=True)
+    scopes = models.ManyToManyField(Scope, related_name="+", blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["user", "revoked_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.prefix}…)"
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None and not self.is_expired
+
+
+class McpSession(models.Model):
+    """One MCP connection: an Mcp-Session-Id over HTTP, or one stdio process.
+
+    Kept in the database so any web process behind a load balancer can serve the next request.
+    """
+
+    class Transport(models.TextChoices):
+        HTTP = "http", "Streamable HTTP"
+        STDIO = "stdio", "stdio"
+
+    id = models.CharField(primary_key=True, max_length=64)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_sessions")
+    transport = models.CharField(max_length=8, choices=Transport.choices)
+    credential = models.CharField(max_length=200, blank=True)
+    protocol_version = models.CharField(max_length=20, blank=True)
+    client_name = models.CharField(max_length=200, blank=True)
+    client_version = models.CharField(max_length=50, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        verbose_name = "MCP session"
+
+    def __str__(self) -> str:
+        return f"{self.client_name or 'MCP client'} ({self.id[:8]}…)"
+
+
+class AuditEvent(models.Model):
+    """One write, through any adapter: who, with which credential, what, and when."""
+
+    class Via(models.TextChoices):
+        MCP = "mcp", "MCP"
+        API = "api", "REST API"
+        ADMIN = "admin", "Admin"
+        COMMAND = "command", "Management command"
+        WEB = "web", "Web"
+        TASK = "task", "Background task"
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Kept in words so the record survives the deletion of the user or token.
+    actor_name = models.CharField(max_length=150, blank=True)
+    credential = models.CharField(max_length=200, blank=True)
+    via = models.CharField(max_length=8, choices=Via.choices)
+    action = models.CharField(max_length=64, db_index=True)
+    target = models.CharField(max_length=255, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name or '-'} {self.action} {self.target}"

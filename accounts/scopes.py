@@ -1,0 +1,33 @@
+"""The scope catalogue: every scope a token can carry, with the words the consent page shows.
+
+The data migration seeds the Scope table from this list; tools name the scope they need when
+they are declared (accounts.mcp_registry.tool).
+"""
+
+SCOPES: tuple[tuple[str, str], ...] = (
+    ("capabilities:search", "Search capabilities, skills and integrations"),
+    ("capabilities:read", "Read the details of capabilities and integrations"),
+    ("capabilities:execute", "Run capabilities on your behalf"),
+    ("integrations:read", "See which integrations are connected"),
+    ("integrations:connect", "Connect and disconnect integrations"),
+    ("playbooks:read", "Read your playbooks and their history"),
+    ("playbooks:create", "Create playbooks"),
+    ("playbooks:execute", "Run your playbooks"),
+    ("playbooks:manage", "Turn playbook triggers on and off"),
+    ("templates:read", "Browse playbook templates"),
+    ("templates:use", "Create playbooks from templates"),
+    ("dashboard:read", "See the dashboard and playbook executions"),
+    ("sandbox:read", "Read sandbox state"),
+    ("sandbox:execute", "Run code in the sandbox"),
+    ("elements:read", "Read your personas, skills, templates, agents, memories and ensembles"),
+    ("elements:write", "Create and change your elements"),
+    ("elements:delete", "Delete your elements"),
+    ("elements:execute", "Activate elements and run agents"),
+    ("workflows:read", "Read, validate and audit workflows"),
+    ("workflows:write", "Create, change and delete workflows and skills"),
+    ("runs:read", "See workflow runs and their history"),
+    ("runs:execute", "Start, advance, resume and cancel workflow runs"),
+    ("docs:read", "Read and search the documentation"),
+)
+
+ALL_SCOPES: frozenset[str] = frozenset(name for name, _ in SCOPES)

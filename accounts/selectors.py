@@ -1,0 +1,75 @@
+"""Reads for accounts, always through the caller."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from accounts.caller import Caller
+from accounts.errors import NotFound
+from accounts.models import McpSession, PersonalToken, Scope
+
+
+def caller_describe(*, caller: Caller) -> dict[str, Any]:
+    """Who the caller is and what its credential allows: auth_status and /api/me."""
+    user = caller.user
+    token = caller.token
+    kind = caller.token_kind
+    described: dict[str, Any] = {
+        "authenticated": True,
+        "user": {"id": user.pk, "username": user.get_username(), "email": user.email,
+                 "is_staff": user.is_staff},
+        "token": {"kind": kind, "description": caller.credential},
+        "scopes": sorted(caller.scopes),
+        "mcp_url": settings.ATRIUM_MCP_URL,
+    }
+    if kind == "personal":
+        described["token"].update(
+            id=token.pk, label=token.label, prefix=token.prefix,
+            created_at=token.created_at.isoformat(),
+            expires_at=token.expires_at.isoformat() if token.expires_at else None,
+        )
+    elif kind == "oauth":
+        described["token"].update(
+            client_id=token.application.client_id, client_name=token.application.name,
+            expires_at=token.expires.isoformat(),
+        )
+    if caller.session is not None:
+        described["session"] = {"id": caller.session.id, "transport": caller.session.transport,
+                                "client": caller.session.client_name or None,
+                                "protocol_version": caller.session.protocol_version or None}
+    return described
+
+
+def token_list(*, caller: Caller, include_revoked: bool = False) -> QuerySet[PersonalToken]:
+    tokens = PersonalToken.objects.filter(user=caller.user).prefetch_related("scopes")
+    if not include_revoked:
+        tokens = tokens.filter(revoked_at__isnull=True)
+    return tokens
+
+
+def token_get(*, caller: Caller, token_id: int) -> PersonalToken:
+    token = PersonalToken.objects.filter(user=caller.user, pk=token_id).first()
+    if token is None:
+        raise NotFound(f"You have no token with id {token_id}.", code="token_not_found")
+    return token
+
+
+def scope_list() -> QuerySet[Scope]:
+    return Scope.objects.order_by("name")
+
+
+def mcp_session_find(*, caller: Caller, session_id: str) -> McpSession | None:
+    """The caller's open, unexpired MCP session with that id, or None.
+
+    A session id presented by another user is treated as unknown: ids are bearer-like and
+    must not let one user ride on another's connection.
+    """
+    idle = timezone.now() - timedelta(days=settings.ATRIUM_MCP_SESSION_IDLE_DAYS)
+    return McpSession.objects.filter(
+        pk=session_id, user=caller.user, closed_at__isnull=True, last_seen_at__gte=idle
+    ).first()

@@ -1,0 +1,194 @@
+"""Writes for accounts: tokens, MCP sessions, the audit log. Every adapter calls these."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from oauth2_provider.models import AccessToken, RefreshToken
+
+from accounts.caller import Caller
+from accounts.errors import Forbidden, InvalidInput
+from accounts.models import AuditEvent, McpSession, PersonalToken, Scope, User
+
+
+def token_digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def audit_record(
+    *,
+    action: str,
+    target: str = "",
+    detail: dict[str, Any] | None = None,
+    caller: Caller | None = None,
+    via: str | None = None,
+) -> AuditEvent:
+    """Record one write. `caller` is None only for anonymous writes (OAuth client registration)."""
+    return AuditEvent.objects.create(
+        actor=caller.user if caller else None,
+        actor_name=caller.user.get_username() if caller else "",
+        credential=caller.credential if caller else "",
+        via=via or (caller.via if caller else AuditEvent.Via.WEB),
+        action=action,
+        target=target[:255],
+        detail=detail or {},
+    )
+
+
+def _scopes_resolve(*, caller: Caller, names: Iterable[str] | None) -> list[Scope]:
+    wanted = set(caller.scopes) if names is None else {n.strip() for n in names if n.strip()}
+    found = list(Scope.objects.filter(name__in=wanted))
+    unknown = wanted - {s.name for s in found}
+    if unknown:
+        known = ", ".join(Scope.objects.order_by("name").values_list("name", flat=True))
+        raise InvalidInput(f"Unknown scope(s): {', '.join(sorted(unknown))}. Known scopes: {known}.",
+                           code="unknown_scope")
+    beyond = wanted - caller.scopes
+    if beyond:
+        raise Forbidden(
+            f"A token cannot grant more than its maker holds; you lack: {', '.join(sorted(beyond))}.",
+            code="scope_escalation",
+        )
+    return found
+
+
+@transaction.atomic
+def token_create(
+    *,
+    caller: Caller,
+    user: User,
+    label: str,
+    scopes: Iterable[str] | None = None,
+    expires_at: datetime | None = None,
+) -> tuple[PersonalToken, str]:
+    """Make a personal access token for `user`. Returns the row and the raw token, shown once.
+
+    `scopes=None` grants every scope the caller holds.
+    """
+    if user.pk != caller.user.pk and not (caller.via == AuditEvent.Via.ADMIN and caller.user.is_staff):
+        raise Forbidden("You can only make tokens for yourself.")
+    label = (label or "").strip()
+    if not label:
+        raise InvalidInput("A token needs a label, e.g. the client it is for.", code="label_required")
+    if len(label) > 100:
+        raise InvalidInput("A token label is at most 100 characters.", code="label_too_long")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise InvalidInput("expires_at must be in the future.", code="expiry_in_past")
+    scope_rows = _scopes_resolve(caller=caller, names=scopes)
+
+    raw = PersonalToken.PREFIX + secrets.token_urlsafe(32)
+    token = PersonalToken.objects.create(
+        user=user, label=label, prefix=raw[:12], digest=token_digest(raw), expires_at=expires_at
+    )
+    token.scopes.set(scope_rows)
+    audit_record(
+        caller=caller,
+        action="token.create",
+        target=f"personal token {token.pk} '{label}' of {user.get_username()}",
+        detail={"scopes": sorted(s.name for s in scope_rows),
+                "expires_at": expires_at.isoformat() if expires_at else None},
+    )
+    return token, raw
+
+
+@transaction.atomic
+def token_revoke(*, caller: Caller, token: PersonalToken) -> PersonalToken:
+    """Revoke a personal token. Revoking a revoked token changes nothing."""
+    if token.user_id != caller.user.pk and not (caller.via == AuditEvent.Via.ADMIN and caller.user.is_staff):
+        raise Forbidden("You can only revoke your own tokens.")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(caller=caller, action="token.revoke",
+                     target=f"personal token {token.pk} '{token.label}' of {token.user.get_username()}")
+    return token
+
+
+def token_touch(token: PersonalToken) -> None:
+    """Note that a token was used, writing at most once every few minutes per token."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.ATRIUM_TOKEN_LAST_USED_PRECISION)
+    if token.last_used_at is None or token.last_used_at < stale:
+        # Conditional, so concurrent requests on one token write once rather than each.
+        PersonalToken.objects.filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale), pk=token.pk
+        ).update(last_used_at=now)
+        token.last_used_at = now
+
+
+@transaction.atomic
+def credential_revoke(*, caller: Caller) -> str:
+    """Log out: revoke the token the caller presented and close its MCP session."""
+    kind = caller.token_kind
+    if kind == "personal":
+        token_revoke(caller=caller, token=caller.token)
+    elif kind == "oauth":
+        access: AccessToken = caller.token
+        audit_record(caller=caller, action="oauth.logout",
+                     target=f"OAuth token {access.pk} of client '{access.application.name}'")
+        # Revoke the refresh token too, or the client would just mint a new access token.
+        refresh = RefreshToken.objects.filter(access_token=access).first()
+        if refresh is not None:
+            refresh.revoke()
+        access.revoke()
+    else:
+        raise InvalidInput(
+            "This connection has no token to revoke: it is a stdio process or a signed-in browser session. "
+            "Stop the process or sign out instead.",
+            code="no_token",
+        )
+    if caller.session is not None:
+        mcp_session_close(caller=caller, session=caller.session)
+    return kind
+
+
+def mcp_session_open(
+    *,
+    caller: Caller,
+    transport: str,
+    protocol_version: str = "",
+    client_name: str = "",
+    client_version: str = "",
+) -> McpSession:
+    return McpSession.objects.create(
+        id=secrets.token_urlsafe(32),
+        user=caller.user,
+        transport=transport,
+        credential=caller.credential[:200],
+        protocol_version=protocol_version[:20],
+        client_name=client_name[:200],
+        client_version=client_version[:50],
+    )
+
+
+def mcp_session_touch(session: McpSession) -> None:
+    now = timezone.now()
+    if now - session.last_seen_at > timedelta(minutes=1):
+        McpSession.objects.filter(pk=session.pk).update(last_seen_at=now)
+        session.last_seen_at = now
+
+
+def mcp_session_close(*, caller: Caller, session: McpSession) -> None:
+    if session.user_id != caller.user.pk:
+        raise Forbidden("That MCP session is not yours.")
+    McpSession.objects.filter(pk=session.pk, closed_at__isnull=True).update(closed_at=timezone.now())
+
+
+def expired_purge() -> dict[str, int]:
+    """Delete MCP sessions idle past their lifetime and closed a day ago, and expired OAuth tokens."""
+    from oauth2_provider.models import clear_expired
+
+    now = timezone.now()
+    idle = now - timedelta(days=settings.ATRIUM_MCP_SESSION_IDLE_DAYS)
+    sessions, _ = McpSession.objects.filter(last_seen_at__lt=idle).delete()
+    closed, _ = McpSession.objects.filter(closed_at__lt=now - timedelta(days=1)).delete()
+    clear_expired()
+    return {"sessions": sessions + closed}

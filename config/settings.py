@@ -1,0 +1,261 @@
+"""Atrium settings, read from the environment (12-factor).
+
+Everything has a default that suits `make run` on a laptop: SQLite under var/, tasks run
+eagerly in-process, an in-memory cache. Production sets DATABASE_URL, CELERY_BROKER_URL,
+CACHE_URL, SECRET_KEY, ALLOWED_HOSTS and ATRIUM_PUBLIC_URL.
+"""
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = env_bool("DEBUG")
+
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
+    SECRET_KEY = "atrium-dev-only-secret-key-never-use-in-production"
+
+PORT = int(os.environ.get("PORT", "8000"))
+ATRIUM_PUBLIC_URL = os.environ.get("ATRIUM_PUBLIC_URL", f"http://127.0.0.1:{PORT}").rstrip("/")
+ATRIUM_MCP_URL = f"{ATRIUM_PUBLIC_URL}/mcp"
+_public = urlsplit(ATRIUM_PUBLIC_URL)
+ATRIUM_PUBLIC_ORIGIN = f"{_public.scheme}://{_public.netloc}"
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost") + [_public.hostname or "127.0.0.1"]
+CSRF_TRUSTED_ORIGINS = [ATRIUM_PUBLIC_ORIGIN, *env_list("CSRF_TRUSTED_ORIGINS")]
+
+# Browser origins allowed to call /mcp. Requests without an Origin header (every desktop and
+# CLI client) are unaffected; a browser page from any other origin gets 403, which is what
+# stops DNS-rebinding attacks against a server on localhost.
+ATRIUM_ALLOWED_ORIGINS = [
+    ATRIUM_PUBLIC_ORIGIN,
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    *env_list("ATRIUM_ALLOWED_ORIGINS"),
+]
+
+# Personal access tokens and MCP sessions.
+ATRIUM_TOKEN_LAST_USED_PRECISION = 300  # seconds between last_used writes
+ATRIUM_MCP_SESSION_IDLE_DAYS = int(os.environ.get("ATRIUM_MCP_SESSION_IDLE_DAYS", "7"))
+ATRIUM_OPEN_SIGNUP = env_bool("ATRIUM_OPEN_SIGNUP")
+
+# Failed authentications per client address before it gets 429, and the window they count in.
+ATRIUM_AUTH_FAILURE_LIMIT = int(os.environ.get("ATRIUM_AUTH_FAILURE_LIMIT", "20"))
+ATRIUM_AUTH_FAILURE_WINDOW = int(os.environ.get("ATRIUM_AUTH_FAILURE_WINDOW", "300"))
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "oauth2_provider",
+    "allauth",
+    "allauth.account",
+    "mcp_server",
+    "accounts",
+    "elements",
+    "workflows",
+    "runs",
+    "docs_kb",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "config.context_processors.atrium",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'atrium.sqlite3'}"),
+        conn_max_age=int(os.environ.get("CONN_MAX_AGE", "0")),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web threads read while one writes; IMMEDIATE takes the write lock at
+    # BEGIN so two writers queue on the busy timeout instead of failing mid-transaction.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+    # A file, not :memory:, so a server or worker started by a live test sees the test data.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+
+CACHE_URL = os.environ.get("CACHE_URL", "")
+if CACHE_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+AUTH_USER_MODEL = "accounts.User"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+ACCOUNT_LOGIN_METHODS = {"username", "email"}
+ACCOUNT_SIGNUP_FIELDS = ["username*", "email", "password1*", "password2*"]
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_ADAPTER = "accounts.adapters.AccountAdapter"
+ACCOUNT_LOGOUT_ON_GET = False
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+if not DEBUG:
+    SESSION_COOKIE_SECURE = _public.scheme == "https"
+    CSRF_COOKIE_SECURE = _public.scheme == "https"
+if env_bool("ATRIUM_BEHIND_PROXY"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.BearerAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "accounts.api.exception_handler",
+    # Proxies in front of the server, so the client address is read from X-Forwarded-For.
+    "NUM_PROXIES": int(os.environ["NUM_PROXIES"]) if os.environ.get("NUM_PROXIES") else None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Atrium API",
+    "DESCRIPTION": "Atrium's REST API for integrations. Authenticate with `Authorization: Bearer <token>` "
+    "using a personal access token (atr_...) or an OAuth access token.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+OAUTH2_PROVIDER = {
+    "SCOPES_BACKEND_CLASS": "accounts.oauth.DatabaseScopes",
+    "PKCE_REQUIRED": True,
+    "ALLOW_LOCALHOST_LOOPBACK": True,
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": 8 * 3600,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "OIDC_ISS_ENDPOINT": ATRIUM_PUBLIC_URL,
+    "OAUTH2_PROTECTED_RESOURCE_IDENTIFIER": ATRIUM_MCP_URL,
+    "OAUTH2_PROTECTED_RESOURCE_AUTHORIZATION_SERVERS": [ATRIUM_PUBLIC_URL],
+    "OAUTH2_PROTECTED_RESOURCE_NAME": "Atrium MCP",
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+}
+
+# django-mcp-server: sessions are Atrium's own (accounts.McpSession, in the database), so the
+# package runs stateless and never touches django_session.
+DJANGO_MCP_GLOBAL_SERVER_CONFIG = {
+    "name": "Atrium",
+    "instructions": "Atrium serves your team's personas, skills, templates, memories, agents, "
+    "workflows and playbooks. Call auth_status to see who you are and which scopes your token has.",
+    "stateless": True,
+}
+DJANGO_MCP_GET_SERVER_INSTRUCTIONS_TOOL = False
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
+# Without a broker, tasks run in the calling process: `make run` needs no worker.
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", "") or None
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULE = {
+    "purge-expired-credentials": {"task": "accounts.tasks.purge_expired", "schedule": 3600.0},
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["stderr"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        # The MCP SDK logs every request at INFO; keep it for debugging only.
+        "mcp": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
+}

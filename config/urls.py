@@ -1,0 +1,55 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from oauth2_provider import views as oauth2_views
+
+from accounts import oauth
+from accounts.endpoint import McpEndpoint
+from config import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("mcp", McpEndpoint.as_view(), name="mcp"),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("allauth.urls")),
+    path("api/", include("accounts.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # OAuth 2.1 authorization server. Only the endpoints MCP clients use are mounted: no
+    # implicit/password grants, no device flow, no application self-service pages.
+    path(
+        "oauth/",
+        include(
+            (
+                [
+                    path("authorize/", oauth.AuthorizationView.as_view(), name="authorize"),
+                    path("token/", oauth2_views.TokenView.as_view(), name="token"),
+                    path("revoke/", oauth2_views.RevokeTokenView.as_view(), name="revoke-token"),
+                    path("register/", oauth.RegistrationView.as_view(), name="dcr-register"),
+                    path(
+                        "register/<str:client_id>/",
+                        oauth.RegistrationManagementView.as_view(),
+                        name="dcr-register-management",
+                    ),
+                ],
+                "oauth2_provider",
+            )
+        ),
+    ),
+    path(
+        ".well-known/oauth-authorization-server",
+        oauth2_views.OAuthServerMetadataView.as_view(),
+        name="oauth-server-metadata",
+    ),
+    path(
+        ".well-known/oauth-protected-resource",
+        oauth2_views.OAuthProtectedResourceMetadataView.as_view(),
+        name="oauth-resource-metadata",
+    ),
+    path(
+        ".well-known/oauth-protected-resource/mcp",
+        oauth2_views.OAuthProtectedResourceMetadataView.as_view(),
+        name="oauth-resource-metadata-mcp",
+    ),
+]

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DocsKbConfig(AppConfig):
+    name = "docs_kb"
+    verbose_name = "Docs knowledge base"

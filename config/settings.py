@@ -128,8 +128,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
-    # A file, not :memory:, so a server or worker started by a live test sees the test data.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+    # A file, not :memory:, so a server or worker started by a live test sees the test data;
+    # one per test process, so two test runs never share one.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 
 CACHE_URL = os.environ.get("CACHE_URL", "")
 if CACHE_URL:

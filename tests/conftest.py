@@ -1,0 +1,118 @@
+"""Shared fixtures. Alice owns things, Bob shares a team with her, Charlie must see nothing of hers."""
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+
+from accounts.caller import Caller
+from accounts.models import User
+from accounts.services import token_create
+
+ACCEPT = "application/json, text/event-stream"
+
+
+@dataclass
+class Member:
+    user: User
+    token: str  # raw personal token with every scope
+
+
+def make_member(username: str, scopes: list[str] | None = None) -> Member:
+    user = User.objects.create_user(username=username, email=f"{username}@example.com", password="pw-" + username)
+    _, raw = token_create(caller=Caller.trusted(user, via="command"), user=user, label="tests", scopes=scopes)
+    return Member(user=user, token=raw)
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache():
+    cache.clear()  # rate-limit counters must not leak between tests
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def alice(db) -> Member:
+    return make_member("alice")
+
+
+@pytest.fixture
+def bob(db) -> Member:
+    return make_member("bob")
+
+
+@pytest.fixture
+def charlie(db) -> Member:
+    return make_member("charlie")
+
+
+class McpClient:
+    """JSON-RPC over Django's test client against /mcp, the way an MCP client talks to it."""
+
+    def __init__(self, token: str | None, *, origin: str | None = None) -> None:
+        self.http = Client()
+        self.token = token
+        self.origin = origin
+        self.session_id: str | None = None
+        self.next_id = 1
+
+    def headers(self) -> dict[str, str]:
+        extra = {"HTTP_ACCEPT": ACCEPT}
+        if self.token:
+            extra["HTTP_AUTHORIZATION"] = f"Bearer {self.token}"
+        if self.session_id:
+            extra["HTTP_MCP_SESSION_ID"] = self.session_id
+        if self.origin:
+            extra["HTTP_ORIGIN"] = self.origin
+        return extra
+
+    def post(self, method: str, params: dict[str, Any] | None = None, *, notification: bool = False):
+        body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if not notification:
+            body["id"] = self.next_id
+            self.next_id += 1
+        if params is not None:
+            body["params"] = params
+        return self.http.post("/mcp", data=json.dumps(body), content_type="application/json", **self.headers())
+
+    def initialize(self, version: str = "2025-11-25"):
+        response = self.post("initialize", {"protocolVersion": version, "capabilities": {},
+                                            "clientInfo": {"name": "pytest", "version": "1"}})
+        assert response.status_code == 200, response.content
+        self.session_id = response.headers["Mcp-Session-Id"]
+        return response
+
+    def tool_names(self) -> set[str]:
+        response = self.post("tools/list")
+        assert response.status_code == 200, response.content
+        return {t["name"] for t in response.json()["result"]["tools"]}
+
+    def call(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        response = self.post("tools/call", {"name": name, "arguments": arguments or {}})
+        assert response.status_code == 200, response.content
+        return response.json()["result"]
+
+    def call_expecting_success(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = self.call(name, arguments)
+        assert result["isError"] is False, result
+        payload = json.loads(result["content"][0]["text"])
+        assert result["structuredContent"] == payload
+        return payload
+
+    def call_expecting_error(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = self.call(name, arguments)
+        assert result["isError"] is True, result
+        assert "structuredContent" not in result or result["structuredContent"] is None
+        return json.loads(result["content"][0]["text"])
+
+
+@pytest.fixture
+def mcp_client():
+    def connect(member_or_token: Member | str | None, **kwargs: Any) -> McpClient:
+        token = member_or_token.token if isinstance(member_or_token, Member) else member_or_token
+        return McpClient(token, **kwargs)
+
+    return connect

@@ -1,0 +1,79 @@
+"""A real Atrium server (uvicorn) in a subprocess, sharing the test database."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from django.db import connection
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_database_url() -> str:
+    """The URL of the database pytest-django made, for processes the tests start."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "DATABASE_URL": test_database_url(), "DEBUG": "0",
+           "SECRET_KEY": os.environ.get("SECRET_KEY", "test-only-not-secret")}
+    env.update(extra)
+    return env
+
+
+@dataclass
+class LiveServer:
+    url: str
+    process: subprocess.Popen
+    log: Path
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+
+@pytest.fixture
+def live_atrium(transactional_db, tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
+             "--port", str(port), "--no-access-log"],
+            cwd=BASE_DIR, env=child_env(PORT=str(port), ATRIUM_PUBLIC_URL=url), stdout=out, stderr=out,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield LiveServer(url=url, process=process, log=log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()

@@ -27,6 +27,21 @@ def make_member(username: str, scopes: list[str] | None = None) -> Member:
     return Member(user=user, token=raw)
 
 
+FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", "django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Hashing test passwords with a million PBKDF2 rounds would be most of the suite's time.
+    Live tests, whose server checks passwords with the real hashers, use `real_password_hashing`."""
+    settings.PASSWORD_HASHERS = FAST_HASHERS
+
+
+@pytest.fixture
+def real_password_hashing(settings):
+    settings.PASSWORD_HASHERS = FAST_HASHERS[1:]
+
+
 @pytest.fixture(autouse=True)
 def _clear_cache():
     cache.clear()  # rate-limit counters must not leak between tests

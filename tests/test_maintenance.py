@@ -1,0 +1,30 @@
+"""Expired credentials and sessions are cleaned up by a periodic task."""
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from accounts.models import McpSession
+from accounts.services import expired_purge
+from accounts.tasks import purge_expired
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_purges_idle_and_long_closed_sessions_only(alice):
+    now = timezone.now()
+    McpSession.objects.create(id="idle", user=alice.user, transport="http", last_seen_at=now - timezone.timedelta(days=30))
+    McpSession.objects.create(id="closed", user=alice.user, transport="http", closed_at=now - timezone.timedelta(days=2))
+    McpSession.objects.create(id="live", user=alice.user, transport="http")
+
+    assert expired_purge() == {"sessions": 2}
+    assert list(McpSession.objects.values_list("id", flat=True)) == ["live"]
+
+
+@pytest.mark.skipif(bool(settings.CELERY_BROKER_URL), reason="a broker is configured: tasks go to workers")
+def test_without_a_broker_tasks_run_in_process(alice):
+    McpSession.objects.create(id="idle", user=alice.user, transport="http",
+                              last_seen_at=timezone.now() - timezone.timedelta(days=30))
+
+    assert purge_expired.delay().get() == {"sessions": 1}
+    assert not McpSession.objects.exists()

@@ -1,0 +1,41 @@
+"""`manage.py mcp_stdio --user` driven by the official SDK's stdio client."""
+
+import asyncio
+import sys
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from accounts.models import McpSession
+from accounts.scopes import ALL_SCOPES
+from tests.conftest import make_member
+from tests.live.conftest import BASE_DIR, child_env
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+
+
+async def stdio_status(username: str) -> tuple[set[str], dict]:
+    params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_stdio", "--user", username],
+                                   cwd=str(BASE_DIR), env=child_env())
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = {t.name for t in (await session.list_tools()).tools}
+        status = await session.call_tool("auth_status", {})
+        logout = await session.call_tool("auth_logout", {})
+    assert logout.isError
+    return tools, status.structuredContent
+
+
+def test_stdio_serves_the_tools_as_the_user_with_every_scope(db):
+    make_member("alice")
+
+    tools, status = asyncio.run(stdio_status("alice"))
+
+    assert {"auth_status", "auth_logout"} <= tools
+    assert status["user"]["username"] == "alice"
+    assert status["token"]["kind"] == "stdio"
+    assert set(status["scopes"]) == ALL_SCOPES
+    session = McpSession.objects.get(pk=status["session"]["id"])
+    assert session.transport == "stdio"
+    assert session.closed_at is not None

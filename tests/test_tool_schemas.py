@@ -1,0 +1,58 @@
+"""Every tool, checked in one place: description, annotations, argument schema, declared scope."""
+
+import pytest
+from mcp_server import mcp_server
+
+from accounts.mcp_registry import TOOLS
+from accounts.scopes import ALL_SCOPES
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def listed_tools(alice, mcp_client):
+    client = mcp_client(alice)
+    client.initialize()
+    return client.post("tools/list").json()["result"]["tools"]
+
+
+def test_every_registered_tool_is_declared_with_a_known_scope():
+    registered = {t.name for t in mcp_server._tool_manager.list_tools()}
+
+    assert registered == set(TOOLS)
+    for spec in TOOLS.values():
+        assert spec.scope is None or spec.scope in ALL_SCOPES, spec
+
+
+def test_every_tool_sets_all_four_hints_and_a_title(listed_tools):
+    for tool in listed_tools:
+        hints = tool["annotations"]
+        assert {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} <= hints.keys(), tool["name"]
+        assert tool["title"] == hints["title"]
+        if hints["readOnlyHint"]:
+            assert hints["destructiveHint"] is False, tool["name"]
+
+
+def test_every_tool_has_a_one_paragraph_description(listed_tools):
+    for tool in listed_tools:
+        assert len(tool["description"]) > 40, tool["name"]
+        assert "\n" not in tool["description"].split("\n\n")[0], tool["name"]
+
+
+def test_every_argument_is_described_and_unknown_ones_are_closed_off(listed_tools):
+    for tool in listed_tools:
+        schema = tool["inputSchema"]
+        assert schema["type"] == "object"
+        assert schema["additionalProperties"] is False, tool["name"]
+        for name, prop in schema.get("properties", {}).items():
+            assert prop.get("description"), f"{tool['name']}.{name} has no description"
+
+
+def test_no_tool_declares_an_output_schema_an_error_could_break(listed_tools):
+    assert all("outputSchema" not in tool for tool in listed_tools)
+
+
+def test_the_auth_tools_need_no_scope():
+    assert TOOLS["auth_status"].scope is None
+    assert TOOLS["auth_logout"].scope is None
+    assert TOOLS["auth_logout"].annotations.destructiveHint is True

@@ -28,6 +28,8 @@ REGISTERED_CALLBACK = "http://127.0.0.1:50123/callback"
 # RFC 8252 section 7.3: a native client picks its loopback port when it authorizes.
 CALLBACK = "http://127.0.0.1:50999/callback"
 SCOPE_WORDS = dict(SCOPES)
+INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {},
+              "clientInfo": {"name": "pytest", "version": "1"}}
 
 
 def checksum(raw: str) -> str:
@@ -122,16 +124,16 @@ def oauth_tokens(user: User, scope: str = "elements:read docs:read") -> tuple[st
     return client_id, response.json()
 
 
-def mcp_post(token: str, method: str, params: dict[str, Any] | None = None, **headers: str):
+def mcp_post(token: str, method: str, params: dict[str, Any] | None = None):
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": 7, "method": method}
     if params is not None:
         body["params"] = params
     return Client().post("/mcp", data=json.dumps(body), content_type="application/json",
-                         HTTP_ACCEPT=ACCEPT, HTTP_AUTHORIZATION=f"Bearer {token}", **headers)
+                         HTTP_ACCEPT=ACCEPT, HTTP_AUTHORIZATION=f"Bearer {token}")
 
 
 @pytest.fixture
-def alice_scoped_to_auth_status_write(monkeypatch):
+def auth_status_needs_elements_write(monkeypatch):
     """auth_status needs no scope; pretend it needs elements:write, which no test token carries."""
     spec = mcp_registry.TOOLS["auth_status"]
     monkeypatch.setitem(mcp_registry.TOOLS, "auth_status", replace(spec, scope="elements:write"))
@@ -430,9 +432,7 @@ def test_it_rotates_refresh_token(alice):
     new_access = AccessToken.objects.get(token_checksum=checksum(renewed["access_token"]))
     assert new_access.resource == [settings.ATRIUM_MCP_URL]
     assert RefreshToken.objects.get(token_checksum=checksum(renewed["refresh_token"])).revoked is None
-    assert mcp_post(renewed["access_token"], "initialize", {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"},
-    }).status_code == 200
+    assert mcp_post(renewed["access_token"], "initialize", INITIALIZE).status_code == 200
 
 
 def test_it_refuses_reused_refresh_token(alice):
@@ -452,7 +452,7 @@ def test_it_refuses_reused_refresh_token(alice):
 # Scopes on /mcp
 
 
-def test_it_challenges_oauth_token_missing_tool_scope_with_403(alice, alice_scoped_to_auth_status_write):
+def test_it_challenges_oauth_token_missing_tool_scope_with_403(alice, auth_status_needs_elements_write):
     _, tokens = oauth_tokens(alice.user)
     mcp = McpClient(tokens["access_token"])
     mcp.initialize()
@@ -476,7 +476,7 @@ def test_it_challenges_oauth_token_missing_tool_scope_with_403(alice, alice_scop
     assert "auth_logout" in mcp.tool_names()
 
 
-def test_it_answers_personal_token_missing_tool_scope_in_band(db, alice_scoped_to_auth_status_write):
+def test_it_answers_personal_token_missing_tool_scope_in_band(db, auth_status_needs_elements_write):
     dora = make_member("dora", scopes=["docs:read"])
     mcp = McpClient(dora.token)
     mcp.initialize()
@@ -489,7 +489,7 @@ def test_it_answers_personal_token_missing_tool_scope_in_band(db, alice_scoped_t
     assert "auth_status" not in mcp.tool_names()
 
 
-def test_it_lets_oauth_token_with_the_scope_call_the_tool(alice, alice_scoped_to_auth_status_write):
+def test_it_lets_oauth_token_with_the_scope_call_the_tool(alice, auth_status_needs_elements_write):
     _, tokens = oauth_tokens(alice.user, scope="elements:write")
     mcp = McpClient(tokens["access_token"])
     mcp.initialize()
@@ -533,8 +533,7 @@ def test_it_refuses_token_issued_for_another_resource(alice):
                                expires=timezone.now() + timedelta(hours=1),
                                resource=["https://other.example/mcp"])
 
-    response = mcp_post(raw, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                            "clientInfo": {"name": "pytest", "version": "1"}})
+    response = mcp_post(raw, "initialize", INITIALIZE)
 
     assert response.status_code == 401
     assert "resource_metadata=" in response["WWW-Authenticate"]
@@ -551,8 +550,7 @@ def test_it_accepts_token_bound_to_this_server(alice):
                                expires=timezone.now() + timedelta(hours=1),
                                resource=[settings.ATRIUM_MCP_URL])
 
-    response = mcp_post(raw, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                            "clientInfo": {"name": "pytest", "version": "1"}})
+    response = mcp_post(raw, "initialize", INITIALIZE)
 
     assert response.status_code == 200, response.content
     assert response["Mcp-Session-Id"]

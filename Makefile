@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 run: $(VENV)/.installed
-	@mkdir -p var
+	@mkdir -p var staticfiles
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py migrate --no-input
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py demo
 	DEBUG=$${DEBUG:-1} $(BIN)/python -m uvicorn config.asgi:application --host 127.0.0.1 --port $(PORT) --no-access-log

@@ -24,10 +24,7 @@ def protected_resource_metadata_url() -> str:
 
 
 def _personal_token_resolve(raw: str) -> tuple[User, PersonalToken]:
-    token = (
-        PersonalToken.objects.select_related("user").prefetch_related("scopes")
-        .filter(digest=token_digest(raw)).first()
-    )
+    token = PersonalToken.objects.select_related("user").filter(digest=token_digest(raw)).first()
     if token is None or token.revoked_at is not None:
         raise AuthenticationFailed("Invalid or revoked token.")
     if token.is_expired:
@@ -93,7 +90,7 @@ def caller_from_request(request: Request, *, via: str) -> Caller:
     """The Caller for an authenticated DRF request (token or signed-in session)."""
     token = request.auth
     if isinstance(token, PersonalToken):
-        scopes = frozenset(s.name for s in token.scopes.all())
+        scopes = frozenset(token.scopes.values_list("name", flat=True))
     elif isinstance(token, AccessToken):
         scopes = frozenset(token.scope.split()) & ALL_SCOPES
     else:

@@ -8,8 +8,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from oauth2_provider.scopes import BaseScopes
 from oauth2_provider import views as oauth2_views
+from oauth2_provider.scopes import BaseScopes
 
 from accounts.caller import Caller
 from accounts.models import Scope
@@ -51,6 +51,9 @@ def redirect_uri_problem(uri: str) -> str | None:
     https anywhere (hosted clients such as claude.ai); plain http only on loopback, where
     RFC 8252 lets native clients pick any port at authorization time.
     """
+    if any(c.isspace() for c in uri):
+        # The registration is stored space-separated: whitespace would smuggle in a second URI.
+        return f"{uri!r}: a redirect URI may not contain whitespace"
     parts = urlsplit(uri)
     if "#" in uri:
         return f"{uri}: a redirect URI may not have a fragment"

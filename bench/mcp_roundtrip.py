@@ -71,29 +71,9 @@ def summary(samples: list[float]) -> dict[str, float]:
 
 
 def sql_per_call(env: dict[str, str]) -> int:
-    """Statements one tools/call runs, counted in-process with Django's test client."""
-    code = """
-import django, json
-django.setup()
-from django.db import connection
-from django.test import Client
-from django.test.utils import CaptureQueriesContext
-from accounts.models import User
-from accounts.caller import Caller
-from accounts.services import token_create
-user = User.objects.get(username="bench")
-_, raw = token_create(caller=Caller.trusted(user, via="command"), user=user, label="sql count")
-c = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {raw}", HTTP_ACCEPT="application/json, text/event-stream")
-body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}}}
-sid = c.post("/mcp", json.dumps(body), content_type="application/json").headers["Mcp-Session-Id"]
-call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "auth_status", "arguments": {}}}
-c.post("/mcp", json.dumps(call), content_type="application/json", HTTP_MCP_SESSION_ID=sid)
-with CaptureQueriesContext(connection) as q:
-    c.post("/mcp", json.dumps(call), content_type="application/json", HTTP_MCP_SESSION_ID=sid)
-print(len(q.captured_queries))
-"""
-    out = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
-                         check=True, capture_output=True, text=True).stdout
+    """Statements one tools/call runs, counted in-process (bench/sql_per_call.py)."""
+    out = subprocess.run([sys.executable, "bench/sql_per_call.py"], cwd=BASE_DIR, env=env, check=True,
+                         capture_output=True, text=True).stdout
     return int(out.strip().splitlines()[-1])
 
 

@@ -38,7 +38,7 @@ ATRIUM_MCP_URL = f"{ATRIUM_PUBLIC_URL}/mcp"
 _public = urlsplit(ATRIUM_PUBLIC_URL)
 ATRIUM_PUBLIC_ORIGIN = f"{_public.scheme}://{_public.netloc}"
 
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost") + [_public.hostname or "127.0.0.1"]
+ALLOWED_HOSTS = [*env_list("ALLOWED_HOSTS", "127.0.0.1,localhost"), _public.hostname or "127.0.0.1"]
 CSRF_TRUSTED_ORIGINS = [ATRIUM_PUBLIC_ORIGIN, *env_list("CSRF_TRUSTED_ORIGINS")]
 
 # Browser origins allowed to call /mcp. Requests without an Origin header (every desktop and

@@ -1,5 +1,7 @@
 """Expired credentials and sessions are cleaned up by a periodic task."""
 
+from datetime import timedelta
+
 import pytest
 from django.conf import settings
 from django.utils import timezone
@@ -13,8 +15,8 @@ pytestmark = pytest.mark.django_db
 
 def test_it_purges_idle_and_long_closed_sessions_only(alice):
     now = timezone.now()
-    McpSession.objects.create(id="idle", user=alice.user, transport="http", last_seen_at=now - timezone.timedelta(days=30))
-    McpSession.objects.create(id="closed", user=alice.user, transport="http", closed_at=now - timezone.timedelta(days=2))
+    McpSession.objects.create(id="idle", user=alice.user, transport="http", last_seen_at=now - timedelta(days=30))
+    McpSession.objects.create(id="closed", user=alice.user, transport="http", closed_at=now - timedelta(days=2))
     McpSession.objects.create(id="live", user=alice.user, transport="http")
 
     assert expired_purge() == {"sessions": 2}
@@ -24,7 +26,7 @@ def test_it_purges_idle_and_long_closed_sessions_only(alice):
 @pytest.mark.skipif(bool(settings.CELERY_BROKER_URL), reason="a broker is configured: tasks go to workers")
 def test_without_a_broker_tasks_run_in_process(alice):
     McpSession.objects.create(id="idle", user=alice.user, transport="http",
-                              last_seen_at=timezone.now() - timezone.timedelta(days=30))
+                              last_seen_at=timezone.now() - timedelta(days=30))
 
     assert purge_expired.delay().get() == {"sessions": 1}
     assert not McpSession.objects.exists()

@@ -1,6 +1,7 @@
 """The /mcp endpoint over HTTP: handshake, sessions, methods, origins and authentication."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -58,7 +59,7 @@ def test_it_refuses_another_users_session(alice, bob, mcp_client):
 def test_it_refuses_an_idle_session(alice, mcp_client):
     client = mcp_client(alice)
     client.initialize()
-    McpSession.objects.filter(pk=client.session_id).update(last_seen_at=timezone.now() - timezone.timedelta(days=30))
+    McpSession.objects.filter(pk=client.session_id).update(last_seen_at=timezone.now() - timedelta(days=30))
 
     assert client.post("tools/list").status_code == 404
 
@@ -77,7 +78,7 @@ def test_delete_ends_the_session(alice, mcp_client):
 def test_get_answers_405_without_opening_a_stream(alice, mcp_client):
     client = mcp_client(alice)
 
-    response = client.http.get("/mcp", HTTP_ACCEPT="text/event-stream", **{"HTTP_AUTHORIZATION": f"Bearer {alice.token}"})
+    response = client.http.get("/mcp", HTTP_ACCEPT="text/event-stream", HTTP_AUTHORIZATION=f"Bearer {alice.token}")
 
     assert response.status_code == 405
     assert response["Allow"] == "POST, DELETE"

@@ -220,9 +220,6 @@ def test_it_refuses_registration_with_redirect_outside_loopback_and_https(redire
     assert not AuditEvent.objects.filter(action="oauth.client_register").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: accounts.oauth.redirect_uri_problem checks each array element "
-                   "as one URI, but the Application stores redirect_uris space-separated, so whitespace "
-                   "inside an element registers a second, unchecked redirect URI")
 @pytest.mark.parametrize("smuggling", [
     "http://127.0.0.1:5000/cb http://evil.example/cb",
     "https://claude.ai/api/mcp/auth_callback\nhttp://evil.example/cb",

@@ -1,6 +1,7 @@
 """Personal access tokens: made, listed and revoked through the service, the API, admin and a command."""
 
 import hashlib
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
@@ -180,4 +181,4 @@ def test_admin_edits_are_audited(curator, alice, client):
 def test_an_expiry_in_the_past_is_refused(alice):
     with pytest.raises(InvalidInput):
         token_create(caller=Caller.trusted(alice.user, via="api"), user=alice.user, label="x",
-                     expires_at=timezone.now() - timezone.timedelta(minutes=1))
+                     expires_at=timezone.now() - timedelta(minutes=1))

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
@@ -24,7 +25,7 @@ pytestmark = [
 def test_a_worker_purges_expired_sessions(tmp_path):
     alice = make_member("alice")
     stale = McpSession.objects.create(id="stale", user=alice.user, transport="http",
-                                      last_seen_at=timezone.now() - timezone.timedelta(days=60))
+                                      last_seen_at=timezone.now() - timedelta(days=60))
     fresh = McpSession.objects.create(id="fresh", user=alice.user, transport="http")
     queue = f"test-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "worker.log"

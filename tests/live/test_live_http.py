@@ -36,7 +36,8 @@ def test_sdk_client_lists_calls_and_logs_out(live_atrium):
     assert status["scopes"] == ["docs:read"]
     assert status["token"]["kind"] == "personal"
     assert status["session"]["transport"] == "http"
-    assert logout == {"logged_out": True, "revoked": "personal", "message": "Token revoked. Reconnect to sign in again."}
+    assert logout == {"logged_out": True, "revoked": "personal",
+                      "message": "Token revoked. Reconnect to sign in again."}
 
     after = httpx.post(live_atrium.mcp_url, headers={"Authorization": f"Bearer {alice.token}",
                                                      "Accept": "application/json, text/event-stream"},

@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -131,3 +132,22 @@ def mcp_client():
         return McpClient(token, **kwargs)
 
     return connect
+
+
+class HiddenInputs(HTMLParser):
+    """The hidden fields of a page's forms, the way a browser would submit them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "input" and attributes.get("type") == "hidden" and attributes.get("name"):
+            self.fields[attributes["name"]] = attributes.get("value") or ""
+
+
+def hidden_inputs(html: str) -> dict[str, str]:
+    parser = HiddenInputs()
+    parser.feed(html)
+    return parser.fields

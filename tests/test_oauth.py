@@ -7,7 +7,6 @@ import json
 import secrets
 from dataclasses import replace
 from datetime import timedelta
-from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -20,7 +19,7 @@ from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 from accounts import mcp_registry
 from accounts.models import AuditEvent, User
 from accounts.scopes import SCOPES
-from tests.conftest import ACCEPT, McpClient, make_member
+from tests.conftest import ACCEPT, McpClient, hidden_inputs, make_member
 
 pytestmark = pytest.mark.django_db
 
@@ -40,25 +39,6 @@ def pkce_pair() -> tuple[str, str]:
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
     return verifier, challenge
-
-
-class HiddenInputs(HTMLParser):
-    """The hidden fields of a page's forms, the way a browser would submit them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fields: dict[str, str] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = dict(attrs)
-        if tag == "input" and attributes.get("type") == "hidden" and attributes.get("name"):
-            self.fields[attributes["name"]] = attributes.get("value") or ""
-
-
-def hidden_inputs(html: str) -> dict[str, str]:
-    parser = HiddenInputs()
-    parser.feed(html)
-    return parser.fields
 
 
 def register(http: Client, redirect_uris: list[str], *, name: str = "pytest client"):

@@ -4,7 +4,6 @@ client registration, sign-in, consent, PKCE and the token exchange, then MCP cal
 import asyncio
 import hashlib
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -16,7 +15,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from accounts.models import AuditEvent, Scope
-from tests.conftest import make_member
+from tests.conftest import hidden_inputs, make_member
 from tests.live.conftest import free_port
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
@@ -38,23 +37,6 @@ class InMemoryTokenStorage:
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self.client_info = client_info
-
-
-class HiddenInputs(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fields: dict[str, str] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = dict(attrs)
-        if tag == "input" and attributes.get("type") == "hidden" and attributes.get("name"):
-            self.fields[attributes["name"]] = attributes.get("value") or ""
-
-
-def hidden_inputs(html: str) -> dict[str, str]:
-    parser = HiddenInputs()
-    parser.feed(html)
-    return parser.fields
 
 
 @dataclass

@@ -19,7 +19,7 @@ run: $(VENV)/.installed
 	@mkdir -p var staticfiles
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py migrate --no-input
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py demo
-	DEBUG=$${DEBUG:-1} $(BIN)/python -m uvicorn config.asgi:application --host 127.0.0.1 --port $(PORT) --no-access-log
+	DEBUG=$${DEBUG:-1} $(BIN)/gunicorn -c config/gunicorn.conf.py config.wsgi
 
 test: $(VENV)/.installed
 	@mkdir -p var

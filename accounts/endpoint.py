@@ -6,6 +6,10 @@
 - A browser Origin outside ATRIUM_ALLOWED_ORIGINS gets 403 (DNS-rebinding protection).
 - MCP sessions live in the database (accounts.McpSession), bound to their user, so any web
   process can serve any request and a session id is useless to another user.
+- tools/list, tools/call, ping and the initialized notification are answered here, in the
+  request's thread, through accounts.mcp_registry; the package and the SDK handle initialize and
+  the rest. The package's path builds an SDK session manager and an event loop per request and
+  hops threads twice, which costs more than everything else in a tool call.
 """
 
 from __future__ import annotations
@@ -16,17 +20,21 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from mcp import types
+from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 from mcp_server.views import MCPServerStreamableHttpView
+from pydantic import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 
 from accounts.authentication import BearerAuthentication, caller_from_request, protected_resource_metadata_url
-from accounts.mcp_registry import TOOLS, missing_scope
+from accounts.mcp_registry import TOOLS, missing_scope, tool_call, tool_list
 from accounts.models import McpSession
 from accounts.selectors import mcp_session_find
 from accounts.services import mcp_session_close, mcp_session_open, mcp_session_touch
 
 SESSION_HEADER = "Mcp-Session-Id"
+DIRECT_METHODS = {"tools/list", "tools/call", "ping", "notifications/initialized"}
 CORS_ALLOW_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID"
 
 
@@ -119,6 +127,8 @@ class McpEndpoint(MCPServerStreamableHttpView):
                 if scope is not None:
                     return insufficient_scope(message_id, name, scope)
 
+        if method in DIRECT_METHODS:
+            return self._answer(request, message)
         response = self.mcp_server.handle_django_request(request)
         if method == "initialize" and response.status_code == 200:
             response[SESSION_HEADER] = self._session_open(request, message, response).id
@@ -131,6 +141,31 @@ class McpEndpoint(MCPServerStreamableHttpView):
             return HttpResponse(status=404)
         mcp_session_close(caller=caller, session=session)
         return HttpResponse(status=204)
+
+    def _answer(self, request: Request, message: dict[str, Any]) -> HttpResponse:
+        """Answer a hot-path message, with the checks the SDK's transport would make first."""
+        message_id = message.get("id")
+        accepted = request.headers.get("Accept", "").split(",")
+        if not any(part.strip().startswith("application/json") for part in accepted):
+            return jsonrpc_error(406, message_id, -32600, "Not Acceptable: Client must accept application/json")
+        version = request.headers.get("MCP-Protocol-Version")
+        if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS:
+            return jsonrpc_error(400, message_id, -32600, f"Bad Request: Unsupported protocol version: {version}. "
+                                 f"Supported versions: {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}")
+        if message.get("method") == "notifications/initialized" and "id" not in message:
+            return HttpResponse(status=202)
+        try:
+            parsed = types.ClientRequest.model_validate(message).root
+        except ValidationError:
+            return jsonrpc_error(200, message_id, types.INVALID_PARAMS, "Invalid request parameters")
+        if isinstance(parsed, types.ListToolsRequest):
+            result: types.Result = types.ListToolsResult(tools=tool_list(self.mcp_server, request.caller))
+        elif isinstance(parsed, types.CallToolRequest):
+            result = tool_call(self.mcp_server, parsed.params.name, parsed.params.arguments or {}, request)
+        else:
+            result = types.EmptyResult()
+        return JsonResponse({"jsonrpc": "2.0", "id": message_id,
+                             "result": result.model_dump(by_alias=True, mode="json", exclude_none=True)})
 
     @staticmethod
     def _session_open(request: Request, message: dict[str, Any], response: HttpResponse) -> McpSession:

@@ -1,9 +1,10 @@
-"""How Atrium declares MCP tools, and the one place that decides who may see and call them.
+"""How Atrium declares MCP tools, and the one place that lists and calls them.
 
 Each app's mcp.py defines `Toolset` subclasses whose public methods are declared with `@tool`:
 name, title, the scope the tool needs (or None), and all four behaviour hints, set on purpose.
-`install_guard` puts a filter in front of the SDK's tools/list and tools/call handlers that
-reads the caller of the current request, so scopes are checked here and nowhere else.
+`tool_list` and `tool_call` decide, for the caller of the current request, which tools exist and
+whether a call may run; the /mcp endpoint calls them directly and `install_guard` puts them in
+place of the SDK's own handlers for every other transport (stdio), so both behave the same.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.serializers.json import DjangoJSONEncoder
 from mcp import types
 from mcp_server import MCPToolset
-from mcp_server.djangomcp import DjangoMCP, _ToolsetMethodCaller, django_request_ctx
+from mcp_server.djangomcp import DjangoMCP, django_request_ctx
+from pydantic import ValidationError
 
 from accounts.caller import Caller
 from accounts.errors import DomainError
@@ -40,6 +42,8 @@ class ToolSpec:
 # Tool name -> spec, for every tool registered on the server. A tool missing here is never
 # listed and never called (deny by default).
 TOOLS: dict[str, ToolSpec] = {}
+# Tool name -> the Toolset class and method name that implement it.
+TARGETS: dict[str, tuple[type[Toolset], str]] = {}
 
 
 def json_text(payload: Any) -> str:
@@ -105,12 +109,11 @@ def tool(
                 return error_result("internal_error", f"{name} failed on the server; the error was logged.")
             return result if isinstance(result, types.CallToolResult) else success_result(result)
 
-        # The SDK builds the input schema from this signature, read through the bound method,
-        # so it leaves out `self`. The return type says "the tool builds its own result": no
-        # output schema is declared that an error result could violate.
-        signature = inspect.signature(fn, eval_str=True)
-        run.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=list(signature.parameters.values())[1:], return_annotation=types.CallToolResult
+        # The SDK builds the input schema from this signature (through the bound method, so
+        # without `self`). The return type says "the tool builds its own result": no output
+        # schema is declared that an error result could violate.
+        run.__signature__ = inspect.signature(fn, eval_str=True).replace(  # type: ignore[attr-defined]
+            return_annotation=types.CallToolResult
         )
         del run.__wrapped__  # type: ignore[attr-defined]
         run.__name__ = name
@@ -145,16 +148,15 @@ class Toolset(MCPToolset):
                 raise ImproperlyConfigured(f"Tool name {spec.name} is declared twice.")
             method = getattr(self, attr)
             description = unwrap_docstring(member.__doc__)
+            # Registered for its schema and metadata; tool_call runs the method itself.
             registered = tool_manager.add_tool(
-                sync_to_async(method), name=spec.name, title=spec.title,
-                description=description, annotations=spec.annotations,
+                method, name=spec.name, title=spec.title, description=description, annotations=spec.annotations,
             )
-            forward_context = registered.context_kwarg is not None
-            if not forward_context:
-                registered.context_kwarg = "_context"
-            registered.fn = _ToolsetMethodCaller(cls, attr, registered.context_kwarg, forward_context)
+            if registered.context_kwarg is not None:
+                raise ImproperlyConfigured(f"Tool {spec.name} takes an MCP Context; Atrium tools use self.caller.")
             registered.parameters["additionalProperties"] = False
             TOOLS[spec.name] = spec
+            TARGETS[spec.name] = (cls, attr)
             added.append(registered)
         return added
 
@@ -201,21 +203,54 @@ def call_refusal(server: DjangoMCP, name: str, arguments: dict[str, Any],
     return None
 
 
+@functools.cache
+def _wire_tools(server: DjangoMCP) -> tuple[types.Tool, ...]:
+    """Every registered tool as tools/list shows it, in a stable order. Tools are fixed at start-up."""
+    tools = [
+        types.Tool(name=info.name, title=info.title, description=info.description, inputSchema=info.parameters,
+                   outputSchema=info.output_schema, annotations=info.annotations, icons=info.icons, _meta=info.meta)
+        for info in server._tool_manager.list_tools()
+    ]
+    return tuple(sorted(tools, key=lambda t: t.name))
+
+
+def tool_list(server: DjangoMCP, caller: Caller | None) -> list[types.Tool]:
+    allowed = visible_tools(caller)
+    return [t for t in _wire_tools(server) if t.name in allowed]
+
+
+def _invalid_arguments(name: str, exc: ValidationError) -> types.CallToolResult:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in error['loc']) or 'arguments'}: {error['msg']}" for error in exc.errors()
+    )
+    return error_result("invalid_arguments", f"Invalid arguments for {name}: {problems}.")
+
+
+def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: Any) -> types.CallToolResult:
+    """Run one tool for the request's caller: refuse it, or validate the arguments and call it."""
+    refusal = call_refusal(server, name, arguments, getattr(request, "caller", None))
+    if refusal is not None:
+        return refusal
+    metadata = server._tool_manager.get_tool(name).fn_metadata
+    try:
+        parsed = metadata.arg_model.model_validate(metadata.pre_parse_json(arguments))
+    except ValidationError as exc:
+        return _invalid_arguments(name, exc)
+    toolset, attr = TARGETS[name]
+    return getattr(toolset(context=None, request=request), attr)(**parsed.model_dump_one_level())
+
+
 def install_guard(server: DjangoMCP) -> None:
-    """Filter tools/list by the caller's scopes and refuse tools/call outside them."""
+    """Answer tools/list and tools/call through tool_list and tool_call on every transport."""
     low = server._mcp_server
 
     async def list_tools() -> list[types.Tool]:
-        allowed = visible_tools(current_caller())
-        return [t for t in await server.list_tools() if t.name in allowed]
-
-    low.list_tools()(list_tools)
-    inner_call = low.request_handlers[types.CallToolRequest]
+        return tool_list(server, current_caller())
 
     async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
-        refusal = call_refusal(server, request.params.name, request.params.arguments or {}, current_caller())
-        if refusal is not None:
-            return types.ServerResult(refusal)
-        return await inner_call(request)
+        result = await sync_to_async(tool_call)(server, request.params.name, request.params.arguments or {},
+                                                django_request_ctx.get(None))
+        return types.ServerResult(result)
 
+    low.list_tools()(list_tools)
     low.request_handlers[types.CallToolRequest] = call_tool

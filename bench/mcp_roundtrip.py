@@ -1,9 +1,11 @@
 """Latency, throughput, SQL per call and server memory of /mcp tools/call.
 
-Starts a real server (uvicorn, one process) on a fresh database, then times `auth_status` calls
-sequentially and from concurrent clients, and counts the SQL one call runs in-process.
+Starts a real server (one gunicorn process with 8 threads, or one uvicorn process) on a fresh
+database, then times `auth_status` calls sequentially and from concurrent clients, and counts the
+SQL one call runs in-process.
 
     .venv/bin/python bench/mcp_roundtrip.py [--calls 500] [--concurrency 8] [--database-url URL]
+                                            [--server gunicorn|uvicorn]
 
 Without --database-url it uses a throwaway SQLite file under var/.
 """
@@ -34,10 +36,15 @@ def free_port() -> int:
 
 
 def rss_mib(pid: int) -> float:
+    """Resident memory of a process and its children (gunicorn's workers), in MiB."""
+    total = 0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+            total += int(line.split()[1])
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += int(rss_mib(int(child)) * 1024)
+    return total / 1024
 
 
 def manage(env: dict[str, str], *args: str) -> str:
@@ -82,6 +89,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--database-url")
+    parser.add_argument("--server", choices=["gunicorn", "uvicorn"], default="gunicorn",
+                        help="uvicorn serves config.asgi; install it first (pip install uvicorn)")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-", dir=BASE_DIR / "var"))
@@ -93,9 +102,12 @@ def main() -> None:
     manage(env, "migrate", "--no-input")
     token = manage(env, "issue_token", "bench", "--create-user", "--label", "bench").strip().splitlines()[-1]
 
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
-                               "--port", str(port), "--no-access-log", "--log-level", "warning"],
-                              cwd=BASE_DIR, env=env)
+    commands = {
+        "gunicorn": ["gunicorn", "-c", "config/gunicorn.conf.py", "config.wsgi", "--bind", f"127.0.0.1:{port}"],
+        "uvicorn": ["uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+                    "--no-access-log", "--log-level", "warning"],
+    }
+    server = subprocess.Popen([sys.executable, "-m", *commands[args.server]], cwd=BASE_DIR, env=env)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         for _ in range(100):
@@ -125,6 +137,7 @@ def main() -> None:
 
     report = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "server": args.server,
         "database": env["DATABASE_URL"].split(":", 1)[0],
         "sequential": {**summary(sequential), "calls_per_s": round(sequential_rps, 1)},
         f"concurrent_{args.concurrency}": {**summary([s for r in runs for s in r]),

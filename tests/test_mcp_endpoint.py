@@ -161,3 +161,51 @@ def test_the_initialize_response_is_json(alice, mcp_client):
 
     assert response["Content-Type"].startswith("application/json")
     assert json.loads(response.content)["jsonrpc"] == "2.0"
+
+
+def test_ping_answers_an_empty_result(alice, mcp_client):
+    client = mcp_client(alice)
+    client.initialize()
+
+    assert client.post("ping").json()["result"] == {}
+
+
+def test_it_refuses_an_unsupported_protocol_version_header(alice, mcp_client):
+    client = mcp_client(alice)
+    client.initialize()
+
+    response = client.http.post("/mcp", data='{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}',
+                                content_type="application/json", HTTP_MCP_PROTOCOL_VERSION="1999-01-01",
+                                **client.headers())
+
+    assert response.status_code == 400
+    assert "Unsupported protocol version: 1999-01-01" in response.json()["error"]["message"]
+
+
+def test_it_needs_a_client_that_accepts_json(alice, mcp_client):
+    client = mcp_client(alice)
+    client.initialize()
+    headers = {**client.headers(), "HTTP_ACCEPT": "text/html"}
+
+    response = client.http.post("/mcp", data='{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}',
+                                content_type="application/json", **headers)
+
+    assert response.status_code == 406
+
+
+def test_malformed_request_parameters_are_a_jsonrpc_error(alice, mcp_client):
+    client = mcp_client(alice)
+    client.initialize()
+
+    response = client.post("tools/call", {"arguments": {}})
+
+    assert response.json()["error"]["code"] == -32602
+
+
+def test_arguments_that_are_not_an_object_are_a_jsonrpc_error(alice, mcp_client):
+    client = mcp_client(alice)
+    client.initialize()
+
+    response = client.post("tools/call", {"name": "auth_status", "arguments": "not an object"})
+
+    assert response.json()["error"]["code"] == -32602

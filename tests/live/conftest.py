@@ -1,4 +1,4 @@
-"""A real Atrium server (uvicorn) in a subprocess, sharing the test database."""
+"""A real Atrium server (gunicorn, as `make run` starts it) in a subprocess, sharing the test database."""
 
 import os
 import socket
@@ -55,8 +55,7 @@ def live_atrium(transactional_db, tmp_path):
     log = tmp_path / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
-             "--port", str(port), "--no-access-log"],
+            [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "config.wsgi"],
             cwd=BASE_DIR, env=child_env(PORT=str(port), ATRIUM_PUBLIC_URL=url), stdout=out, stderr=out,
         )
     try:

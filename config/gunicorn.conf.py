@@ -15,3 +15,5 @@ timeout = int(os.environ.get("WEB_TIMEOUT", "120"))
 graceful_timeout = 30
 accesslog = "-" if os.environ.get("ACCESS_LOG") else None
 errorlog = "-"
+# Several servers may run on one machine (make run beside the tests); none needs gunicornc.
+control_socket_disable = True

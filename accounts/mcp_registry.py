@@ -37,6 +37,7 @@ class ToolSpec:
     title: str
     scope: str | None
     annotations: types.ToolAnnotations
+    description: str | None = None
 
 
 # Tool name -> spec, for every tool registered on the server. A tool missing here is never
@@ -82,8 +83,10 @@ def tool(
     destructive: bool,
     idempotent: bool,
     open_world: bool,
+    description: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., types.CallToolResult]]:
-    """Declare a Toolset method as an MCP tool. The docstring is its description."""
+    """Declare a Toolset method as an MCP tool. The docstring is its description unless
+    `description` is given (for descriptions generated from a table)."""
     spec = ToolSpec(
         name=name,
         title=title,
@@ -92,10 +95,11 @@ def tool(
             title=title, readOnlyHint=read_only, destructiveHint=destructive,
             idempotentHint=idempotent, openWorldHint=open_world,
         ),
+        description=description,
     )
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., types.CallToolResult]:
-        if not (fn.__doc__ or "").strip():
+        if not (description or fn.__doc__ or "").strip():
             raise ImproperlyConfigured(f"Tool {name} needs a docstring: it is the tool's description.")
 
         @functools.wraps(fn)
@@ -147,7 +151,7 @@ class Toolset(MCPToolset):
             if spec.name in TOOLS:
                 raise ImproperlyConfigured(f"Tool name {spec.name} is declared twice.")
             method = getattr(self, attr)
-            description = unwrap_docstring(member.__doc__)
+            description = spec.description or unwrap_docstring(member.__doc__)
             # Registered for its schema and metadata; tool_call runs the method itself.
             registered = tool_manager.add_tool(
                 method, name=spec.name, title=spec.title, description=description, annotations=spec.annotations,

@@ -151,3 +151,49 @@ def hidden_inputs(html: str) -> dict[str, str]:
     parser = HiddenInputs()
     parser.feed(html)
     return parser.fields
+
+
+class Portfolio:
+    """MCP-AQL over a live MCP session, the way a DollhouseMCP client calls it."""
+
+    def __init__(self, client: McpClient) -> None:
+        self.client = client
+
+    def call(self, tool: str, op: str | None = None, element_type: str | None = None, /,
+             **params: Any) -> dict[str, Any]:
+        arguments: dict[str, Any] = {"operation": op, "params": params}
+        if element_type:
+            arguments["element_type"] = element_type
+        result = self.client.call(tool, arguments)
+        envelope = json.loads(result["content"][0]["text"])
+        assert result["isError"] is (not envelope.get("success", False)), result
+        return envelope
+
+    def batch(self, tool: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        result = self.client.call(tool, {"operations": operations})
+        return json.loads(result["content"][0]["text"])
+
+    def ok(self, tool: str, op: str, element_type: str | None = None, /, **params: Any) -> Any:
+        """Call, confirming once if the gatekeeper asks (as a user who agrees would), and expect success."""
+        envelope = self.call(tool, op, element_type, **params)
+        if not envelope["success"] and "confirmation" in envelope:
+            confirmed = self.call("mcp_aql_execute", "confirm_operation", operation=op)
+            assert confirmed["success"], confirmed
+            envelope = self.call(tool, op, element_type, **params)
+        assert envelope["success"], envelope
+        return envelope["data"]
+
+    def fails(self, tool: str, op: str, element_type: str | None = None, /, **params: Any) -> str:
+        envelope = self.call(tool, op, element_type, **params)
+        assert envelope["success"] is False and envelope["error"], envelope
+        return envelope["error"]
+
+
+@pytest.fixture
+def portfolio(mcp_client):
+    def connect(member: Member) -> Portfolio:
+        client = mcp_client(member)
+        client.initialize()
+        return Portfolio(client)
+
+    return connect

@@ -1,0 +1,188 @@
+"""The gatekeeper: whether an MCP-AQL operation runs, needs a confirmation, or is denied.
+
+`decide` is a pure function of the operation's route, the policies of the session's active
+elements and the session's confirmations, so every rule can be tested on its own. Order:
+deny > scope restriction > confirm > allow > the route's default level. Patterns are globs
+(`read_*`, `*_element`), as the original's documentation promises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from fnmatch import fnmatchcase
+
+from accounts.errors import InvalidInput
+
+
+class Level(IntEnum):
+    # Ordered by strictness, so max() picks the stricter of two levels.
+    AUTO_APPROVE = 0
+    CONFIRM_SESSION = 1
+    CONFIRM_SINGLE_USE = 2
+    DENY = 3
+
+    @property
+    def confirmation(self) -> str | None:
+        return {Level.CONFIRM_SESSION: "session", Level.CONFIRM_SINGLE_USE: "single_use"}.get(self)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The gatekeeper section of one active element."""
+
+    element_type: str
+    element_name: str
+    allow: tuple[str, ...] = ()
+    confirm: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    allowed_types: tuple[str, ...] = ()
+    blocked_types: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> str:
+        return f'{self.element_type} "{self.element_name}"'
+
+
+@dataclass(frozen=True)
+class Held:
+    """A confirmation the session holds."""
+
+    operation: str
+    element_type: str  # "" covers every type
+    level: str  # "session" or "single_use"
+
+
+@dataclass(frozen=True)
+class Decision:
+    level: Level
+    reason: str
+    source: str | None = None  # the element whose policy decided, if one did
+    satisfied_by: Held | None = None  # the confirmation that lets the call through
+
+    @property
+    def allowed(self) -> bool:
+        return self.level is Level.AUTO_APPROVE or self.satisfied_by is not None
+
+
+def matches(operation: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(operation, p) for p in patterns)
+
+
+def policy_level(
+    *, operation: str, element_type: str | None, default: Level, can_be_elevated: bool, policies: list[Policy]
+) -> tuple[Level, str, str | None]:
+    """The level the operation needs before confirmations: (level, reason, deciding element)."""
+    for policy in policies:
+        if matches(operation, policy.deny):
+            reason = f'Operation "{operation}" is blocked by active {policy.source}\'s deny policy.'
+            return Level.DENY, reason, policy.source
+    if element_type:
+        for policy in policies:
+            blocked = element_type in policy.blocked_types
+            if blocked or (policy.allowed_types and element_type not in policy.allowed_types):
+                reason = (f'Operation "{operation}" on {element_type} elements is outside the scope allowed by '
+                          f"active {policy.source}.")
+                return Level.DENY, reason, policy.source
+    confirming = [p for p in policies if matches(operation, p.confirm)]
+    if confirming:
+        level = max(default, Level.CONFIRM_SESSION)
+        return level, f'Active {confirming[0].source} asks for confirmation of "{operation}".', confirming[0].source
+    if can_be_elevated:
+        for policy in policies:
+            if matches(operation, policy.allow):
+                return Level.AUTO_APPROVE, f'Allowed by active {policy.source}.', policy.source
+    return default, "", None
+
+
+def decide(
+    *,
+    operation: str,
+    element_type: str | None,
+    default: Level,
+    can_be_elevated: bool,
+    policies: list[Policy],
+    held: list[Held],
+    explicit: bool = False,
+    auto_confirm: bool = False,
+) -> Decision:
+    """Decide one call. `explicit`: the call creates or changes a gatekeeper policy, so only a
+    single-use confirmation made for it counts, whatever session confirmations or allow policies
+    say. `auto_confirm`: the user's setting to let their host's own approval stand in for
+    confirmations (never for explicit ones or for operations that cannot be elevated)."""
+    level, reason, source = policy_level(operation=operation, element_type=element_type, default=default,
+                                         can_be_elevated=can_be_elevated, policies=policies)
+    if level is Level.DENY:
+        return Decision(level, reason, source)
+    if explicit:
+        level = Level.CONFIRM_SINGLE_USE
+        reason = "Creating or changing a gatekeeper policy needs an explicit confirmation every time."
+    if level is Level.AUTO_APPROVE:
+        return Decision(level, reason or "Read operations are approved automatically.", source)
+    for confirmation in held:
+        if confirmation.operation != operation or confirmation.element_type not in ("", element_type or ""):
+            continue
+        if level is Level.CONFIRM_SINGLE_USE and confirmation.level != "single_use":
+            continue
+        return Decision(level, reason, source, satisfied_by=confirmation)
+    if auto_confirm and can_be_elevated and not explicit:
+        return Decision(Level.AUTO_APPROVE, "Approved by your auto-confirm setting.", None)
+    if not reason:
+        reason = ("Confirm it once per session." if level is Level.CONFIRM_SESSION
+                  else "It needs a confirmation each time.")
+    return Decision(level, reason, source)
+
+
+def policy_from(element_type: str, element_name: str, gatekeeper: dict | None) -> Policy | None:
+    """The Policy of an element's stored gatekeeper section, or None if it has none."""
+    if not gatekeeper:
+        return None
+    scope = gatekeeper.get("scopeRestrictions") or {}
+    return Policy(
+        element_type=element_type, element_name=element_name,
+        allow=tuple(gatekeeper.get("allow") or ()), confirm=tuple(gatekeeper.get("confirm") or ()),
+        deny=tuple(gatekeeper.get("deny") or ()),
+        allowed_types=tuple(scope.get("allowedTypes") or ()), blocked_types=tuple(scope.get("blockedTypes") or ()),
+    )
+
+
+_POLICY_LISTS = ("allow", "confirm", "deny")
+_EXTERNAL_KEYS = {"description", "allowPatterns", "confirmPatterns", "denyPatterns"}
+
+
+def clean_policy(value: object) -> dict | None:
+    """Validate a gatekeeper section from a client; None or {} means no policy."""
+    if value in (None, {}):
+        return None
+    if not isinstance(value, dict):
+        raise InvalidInput("gatekeeper must be an object with allow, confirm, deny, scopeRestrictions "
+                           "or externalRestrictions.", code="invalid_gatekeeper")
+    unknown = set(value) - {*_POLICY_LISTS, "scopeRestrictions", "externalRestrictions"}
+    if unknown:
+        raise InvalidInput(f"Unknown gatekeeper key(s): {', '.join(sorted(unknown))}. Allowed: allow, confirm, deny, "
+                           "scopeRestrictions, externalRestrictions.", code="invalid_gatekeeper")
+    cleaned: dict = {}
+    for key in _POLICY_LISTS:
+        if key in value:
+            patterns = value[key]
+            if not isinstance(patterns, list) or not all(isinstance(p, str) and 0 < len(p) <= 100 for p in patterns):
+                raise InvalidInput(f"gatekeeper.{key} must be a list of operation names or globs such as 'read_*'.",
+                                   code="invalid_gatekeeper")
+            cleaned[key] = list(dict.fromkeys(p.strip() for p in patterns))
+    if "scopeRestrictions" in value:
+        scope = value["scopeRestrictions"]
+        if not isinstance(scope, dict) or set(scope) - {"allowedTypes", "blockedTypes"}:
+            raise InvalidInput("gatekeeper.scopeRestrictions takes allowedTypes and blockedTypes lists.",
+                               code="invalid_gatekeeper")
+        from elements.types import element_type_parse
+
+        cleaned["scopeRestrictions"] = {
+            key: [element_type_parse(t).value for t in scope[key]] for key in scope if isinstance(scope[key], list)
+        }
+    if "externalRestrictions" in value:
+        external = value["externalRestrictions"]
+        if not isinstance(external, dict) or set(external) - _EXTERNAL_KEYS:
+            raise InvalidInput("gatekeeper.externalRestrictions takes description, allowPatterns, confirmPatterns "
+                               "and denyPatterns.", code="invalid_gatekeeper")
+        cleaned["externalRestrictions"] = external
+    return cleaned or None

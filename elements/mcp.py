@@ -1,0 +1,97 @@
+"""DollhouseMCP's five MCP-AQL tools. Each hands what the client sent to elements.mcpaql."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from mcp import types
+from pydantic import Field
+
+import elements.operations  # noqa: F401  (fills the route table)
+from accounts.errors import DomainError
+from accounts.mcp_registry import Toolset, success_result, tool
+from elements.mcpaql import ROUTES, Endpoint, run
+
+Operation = Annotated[str | None, Field(description="The operation to run, e.g. list_elements. Omit it when "
+                                                    "sending a batch in operations.")]
+ElementTypeArg = Annotated[str | None, Field(description="persona, skill, template, agent, memory or ensemble "
+                                                         "(singular or plural). May also go inside params.")]
+ElementTypeLegacy = Annotated[str | None, Field(description="The same as element_type (older spelling).")]
+Params = Annotated[dict[str, Any] | None, Field(description="The operation's parameters. introspect lists them: "
+                                                            '{"operation": "introspect", "params": {"query": '
+                                                            '"operations", "name": "<operation>"}}.')]
+Operations = Annotated[list[dict[str, Any]] | None, Field(
+    description="A batch: up to 50 {operation, element_type?, params?}, run in order and each gated on its own.")]
+
+_SEMANTICS = {
+    Endpoint.CREATE: "Additive, non-destructive operations: create elements, add memory entries, import.",
+    Endpoint.READ: "Safe read operations: list, get, search, activate, introspect, validate, render, export.",
+    Endpoint.UPDATE: "Modify existing elements.",
+    Endpoint.DELETE: "Remove elements or clear memory entries (a backup revision is kept).",
+    Endpoint.EXECUTE: "Runtime lifecycle: confirm operations the gatekeeper asked about.",
+}
+
+
+def describe(endpoint: Endpoint) -> str:
+    """A tool's description, generated from the route table."""
+    names = sorted(r.name for r in ROUTES.values() if r.endpoint is endpoint)
+    examples = [e for r in ROUTES.values() if r.endpoint is endpoint for e in r.examples][:2]
+    text = (f"{_SEMANTICS[endpoint]} Operations: {', '.join(names)}. Input: {{operation, element_type?, params?}} "
+            "or a batch {operations: [...]}. Answers {success: true, data} or {success: false, error}; when the "
+            "gatekeeper needs the user's confirmation the error says so and names confirm_operation.")
+    if examples:
+        text += " Example: " + examples[0]
+    return text
+
+
+def answer(result: dict[str, Any]) -> types.CallToolResult:
+    if result.get("success"):
+        return success_result(result)
+    text = json.dumps(result, ensure_ascii=False)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+
+
+class ElementTools(Toolset):
+    def _error_result(self, exc: DomainError) -> types.CallToolResult:
+        return answer({"success": False, "error": exc.message})
+
+    def _run(self, endpoint: Endpoint, operation: str | None, element_type: str | None,
+             params: dict[str, Any] | None, operations: list[dict[str, Any]] | None,
+             element_type_legacy: str | None) -> types.CallToolResult:
+        payload: dict[str, Any] = {"operation": operation, "params": params}
+        if element_type or element_type_legacy:
+            payload["element_type"] = element_type or element_type_legacy
+        if operations is not None:
+            payload = {"operations": operations}
+        return answer(run(endpoint, payload, self.caller))
+
+    @tool(name="mcp_aql_create", title="Create (MCP-AQL)", scope="elements:write", read_only=False,
+          destructive=False, idempotent=False, open_world=False, description=describe(Endpoint.CREATE))
+    def create(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
+               operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
+        return self._run(Endpoint.CREATE, operation, element_type, params, operations, elementType)
+
+    @tool(name="mcp_aql_read", title="Read (MCP-AQL)", scope="elements:read", read_only=True, destructive=False,
+          idempotent=True, open_world=False, description=describe(Endpoint.READ))
+    def read(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
+             operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
+        return self._run(Endpoint.READ, operation, element_type, params, operations, elementType)
+
+    @tool(name="mcp_aql_update", title="Update (MCP-AQL)", scope="elements:write", read_only=False,
+          destructive=True, idempotent=False, open_world=False, description=describe(Endpoint.UPDATE))
+    def update(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
+               operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
+        return self._run(Endpoint.UPDATE, operation, element_type, params, operations, elementType)
+
+    @tool(name="mcp_aql_delete", title="Delete (MCP-AQL)", scope="elements:delete", read_only=False,
+          destructive=True, idempotent=True, open_world=False, description=describe(Endpoint.DELETE))
+    def delete(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
+               operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
+        return self._run(Endpoint.DELETE, operation, element_type, params, operations, elementType)
+
+    @tool(name="mcp_aql_execute", title="Execute (MCP-AQL)", scope="elements:execute", read_only=False,
+          destructive=True, idempotent=False, open_world=False, description=describe(Endpoint.EXECUTE))
+    def execute(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
+                operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
+        return self._run(Endpoint.EXECUTE, operation, element_type, params, operations, elementType)

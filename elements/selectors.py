@@ -1,0 +1,223 @@
+"""Reads for elements, always scoped to the caller's own elements."""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import reduce
+from typing import Any
+
+from django.db import connection
+from django.db.models import BooleanField, Case, Exists, OuterRef, Q, QuerySet, Value, When
+from django.db.models.expressions import RawSQL
+
+from accounts.caller import Caller
+from accounts.errors import InvalidInput, NotFound
+from elements.gatekeeper import Held, Policy, policy_from
+from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
+from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, ElementType
+
+SORT_FIELDS = {"name": "name", "created": "created", "modified": "modified", "version": "version_key"}
+GROUP_BY_FIELDS = ("author", "category", "status", "tags", "version")
+# Types whose active elements' gatekeeper policies count (memories and templates never do).
+POLICY_TYPES = (ElementType.PERSONA, ElementType.SKILL, ElementType.AGENT, ElementType.ENSEMBLE)
+
+
+def element_get(*, caller: Caller, element_type: ElementType, name: str) -> Element:
+    element = Element.objects.filter(owner=caller.user, element_type=element_type, name=name).first()
+    if element is None:
+        raise NotFound(f"{element_type.value.capitalize()} '{name}' not found. Use list_elements to see available "
+                       f"{element_type.plural}.", code="element_not_found")
+    return element
+
+
+def memory_entries(*, memory: Element) -> list[MemoryEntry]:
+    return list(memory.entries.order_by("timestamp", "id"))
+
+
+def revisions(*, caller: Caller, element_type: ElementType, name: str) -> QuerySet[ElementRevision]:
+    return ElementRevision.objects.filter(owner=caller.user, element_type=element_type, name=name)
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    element_type: ElementType | None = None
+    name_contains: str = ""
+    description_contains: str = ""
+    tags_all: tuple[str, ...] = ()
+    tags_any: tuple[str, ...] = ()
+    author: str = ""
+    category: str = ""
+    status: str = "all"
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    sort_by: str = "name"
+    sort_order: str = "asc"
+    page: int = 1
+    page_size: int = DEFAULT_PAGE_SIZE
+    applied: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.sort_by not in SORT_FIELDS:
+            raise InvalidInput(f"sortBy must be one of {', '.join(SORT_FIELDS)}.", code="invalid_sort")
+        if self.sort_order not in ("asc", "desc"):
+            raise InvalidInput("sortOrder must be asc or desc.", code="invalid_sort")
+        if self.status not in ("active", "inactive", "all"):
+            raise InvalidInput("status must be active, inactive or all.", code="invalid_filter")
+        if self.page < 1 or not 1 <= self.page_size <= MAX_PAGE_SIZE:
+            raise InvalidInput(f"page starts at 1 and pageSize is 1 to {MAX_PAGE_SIZE}.", code="invalid_pagination")
+
+
+def _json_array_has(column: str, values: tuple[str, ...], *, every: bool) -> Q:
+    """Elements whose JSON list `column` holds all (or any) of `values`, on either database."""
+    if connection.vendor == "postgresql":
+        return Q(**{f"{column}__contains": list(values)}) if every else Q(**{f"{column}__has_any_keys": list(values)})
+    clauses = [Q(RawSQL(f"EXISTS (SELECT 1 FROM json_each(elements_element.{column}) WHERE value = %s)", (v,),
+                        output_field=BooleanField())) for v in values]
+    return reduce(operator.and_ if every else operator.or_, clauses)
+
+
+def _filtered(caller: Caller, query: ListQuery) -> QuerySet[Element]:
+    elements = Element.objects.filter(owner=caller.user)
+    if query.element_type is not None:
+        elements = elements.filter(element_type=query.element_type)
+    if query.name_contains:
+        elements = elements.filter(name__icontains=query.name_contains)
+    if query.description_contains:
+        elements = elements.filter(description__icontains=query.description_contains)
+    if query.tags_all:
+        elements = elements.filter(_json_array_has("tags", query.tags_all, every=True))
+    if query.tags_any:
+        elements = elements.filter(_json_array_has("tags", query.tags_any, every=False))
+    if query.author:
+        elements = elements.filter(author__iexact=query.author)
+    if query.category:
+        elements = elements.filter(category__iexact=query.category)
+    if query.created_after:
+        elements = elements.filter(created__gte=query.created_after)
+    if query.created_before:
+        elements = elements.filter(created__lt=query.created_before)
+    if query.status != "all":
+        active = Exists(Activation.objects.filter(session=caller.session, element=OuterRef("pk")))
+        elements = elements.filter(active if query.status == "active" else ~active)
+    return elements
+
+
+def element_page(*, caller: Caller, query: ListQuery) -> tuple[list[Element], int]:
+    elements = _filtered(caller, query)
+    column = SORT_FIELDS[query.sort_by]
+    order = [column if query.sort_order == "asc" else f"-{column}", "pk"]
+    start = (query.page - 1) * query.page_size
+    return list(elements.order_by(*order)[start:start + query.page_size]), elements.count()
+
+
+def element_aggregate(*, caller: Caller, query: ListQuery, group_by: str | None) -> dict[str, Any]:
+    elements = _filtered(caller, query)
+    result: dict[str, Any] = {"count": elements.count(),
+                              "element_type": query.element_type.value if query.element_type else None}
+    if group_by is None:
+        return result
+    if group_by not in GROUP_BY_FIELDS:
+        raise InvalidInput(f"Invalid group_by field '{group_by}'. Allowed fields: {', '.join(GROUP_BY_FIELDS)}",
+                           code="invalid_group_by")
+    groups: Counter[str] = Counter()
+    if group_by == "status":
+        active = set(Activation.objects.filter(session=caller.session).values_list("element_id", flat=True))
+        for pk in elements.values_list("pk", flat=True):
+            groups["active" if pk in active else "inactive"] += 1
+    elif group_by == "tags":
+        for tags in elements.values_list("tags", flat=True):
+            groups.update(set(tags) or {"unknown"})
+    else:
+        groups.update(value or "unknown" for value in elements.values_list(group_by, flat=True))
+    result["groups"] = dict(sorted(groups.items()))
+    return result
+
+
+def _words(text: str) -> list[str]:
+    """The original's search normalisation: lowercase, '-', '_' and whitespace as spaces."""
+    return [w for w in re.split(r"[\s\-_]+", text.lower()) if w]
+
+
+def _matched_in(element: Element, words: list[str], entry_hit: bool) -> list[str]:
+    fields = {"name": element.name, "description": element.description,
+              "content": f"{element.instructions}\n{element.content}"}
+    found = [label for label, text in fields.items()
+             if all(w in " ".join(_words(text)) for w in words)]
+    if entry_hit:
+        found.append("entries")
+    return found
+
+
+def element_search(
+    *, caller: Caller, text: str, element_type: ElementType | None = None, page: int = 1,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> tuple[list[tuple[Element, list[str]]], int]:
+    """Elements whose name, description, instructions, content or memory entries hold every word
+    of `text`. Ordered by relevance (name, then description, then body matches), then name."""
+    words = _words(text)
+    if not words:
+        raise InvalidInput("Search query is required", code="query_required")
+    elements = Element.objects.filter(owner=caller.user)
+    if element_type is not None:
+        elements = elements.filter(element_type=element_type)
+    entry_match = Q()
+    element_match = Q()
+    for word in words:
+        element_match &= (Q(name__icontains=word) | Q(description__icontains=word)
+                          | Q(instructions__icontains=word) | Q(content__icontains=word))
+        entry_match &= Q(content__icontains=word)
+    with_entries = MemoryEntry.objects.filter(entry_match, memory__owner=caller.user).values("memory_id")
+    matching = elements.filter(element_match | Q(pk__in=with_entries))
+    total = matching.count()
+    name_hit = Q()
+    for word in words:
+        name_hit &= Q(name__icontains=word)
+    ranked = matching.annotate(
+        name_hit=Case(When(name_hit, then=Value(True)), default=Value(False), output_field=BooleanField())
+    ).order_by("-name_hit", "name", "pk")
+    start = (page - 1) * page_size
+    items = list(ranked[start:start + page_size])
+    entry_hits = set(
+        MemoryEntry.objects.filter(entry_match, memory__in=[e.pk for e in items]).values_list("memory_id", flat=True)
+    )
+    return [(e, _matched_in(e, words, e.pk in entry_hits)) for e in items], total
+
+
+def active_elements(*, caller: Caller, element_type: ElementType | None = None) -> list[Element]:
+    if caller.session is None:
+        return []
+    elements = Element.objects.filter(activations__session=caller.session, owner=caller.user)
+    if element_type is not None:
+        elements = elements.filter(element_type=element_type)
+    return list(elements.order_by("element_type", "name").distinct())
+
+
+def session_policies(*, caller: Caller) -> list[Policy]:
+    """The gatekeeper policies of the session's active personas, skills, agents and ensembles."""
+    if caller.session is None:
+        return []
+    rows = (Element.objects.filter(activations__session=caller.session, element_type__in=POLICY_TYPES)
+            .exclude(gatekeeper=None).values_list("element_type", "name", "gatekeeper"))
+    return [p for p in (policy_from(t, n, g) for t, n, g in rows) if p is not None]
+
+
+def session_confirmations(*, caller: Caller) -> list[tuple[int, Held]]:
+    if caller.session is None:
+        return []
+    rows = Confirmation.objects.filter(session=caller.session, pending=False)
+    return [(c.pk, Held(operation=c.operation, element_type=c.element_type, level=c.level)) for c in rows]
+
+
+def confirmation_pending(*, caller: Caller, operation: str) -> bool:
+    """Whether a call of `operation` was refused in this session for want of a confirmation."""
+    return caller.session is not None and Confirmation.objects.filter(
+        session=caller.session, operation=operation, pending=True).exists()
+
+
+def user_settings(*, caller: Caller) -> dict[str, Any]:
+    row = UserSettings.objects.filter(user=caller.user).first()
+    return dict(row.values) if row else {}

@@ -1,0 +1,386 @@
+"""Writes for elements. Every adapter (MCP-AQL, the REST API, admin, commands) calls these."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from accounts.caller import Caller
+from accounts.errors import DomainError, Forbidden, InvalidInput
+from accounts.models import McpSession, User
+from accounts.services import audit_record
+from elements import validation
+from elements.fields import BODY_IS_INSTRUCTIONS, clean_fields, split_params
+from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
+from elements.packages import element_package
+from elements.types import (
+    MAX_ENTRY_CONTENT,
+    MAX_ENTRY_METADATA_KEYS,
+    MAX_ENTRY_METADATA_VALUE,
+    MAX_ENTRY_TAGS,
+    MAX_MEMORY_ENTRIES,
+    MAX_MEMORY_TOTAL,
+    ElementType,
+    element_type_parse,
+)
+
+
+class ElementExists(DomainError):
+    code = "element_exists"
+    http_status = 409
+
+
+def _slug(name: str) -> str:
+    """The original's file name for an element: 'Debug Detective' -> 'debug-detective'."""
+    slug = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", name)
+    slug = re.sub(r"[\s_]+", "-", slug).lower()
+    slug = re.sub(r"[^a-z0-9-]", "-", slug)
+    return re.sub(r"-+", "-", slug).strip("-") or "unnamed"
+
+
+def _check_owner(caller: Caller, owner_id: int) -> None:
+    """Users change their own elements; staff curate anyone's, but only through admin."""
+    if owner_id != caller.user.pk and not (caller.via == "admin" and caller.user.is_staff):
+        raise Forbidden("That element is not yours.")
+
+
+def _revision(*, caller: Caller, element: Element, action: str) -> ElementRevision:
+    entries = list(element.entries.all()) if element.element_type == ElementType.MEMORY else None
+    return ElementRevision.objects.create(
+        element=element, owner=element.owner, element_type=element.element_type, name=element.name,
+        action=action, snapshot=element_package(element, entries=entries), credential=caller.credential[:200],
+    )
+
+
+def _audit(caller: Caller, action: str, element: Element, **detail: Any) -> None:
+    audit_record(caller=caller, action=f"element.{action}", target=f"{element.element_type} '{element.name}'",
+                 detail=detail)
+
+
+@transaction.atomic
+def element_create(
+    *, caller: Caller, element_type: ElementType, name: object, params: dict[str, Any], action: str = "create",
+    unique_id: str | None = None, created: datetime | None = None, format_version: str = "v2",
+    owner: User | None = None,
+) -> Element:
+    """Create an element from a client's params (shared fields, type fields, metadata), owned by
+    the caller or, for a curator in admin, by `owner`."""
+    owner = owner or caller.user
+    _check_owner(caller, owner.pk)
+    name = validation.clean_name(name, element_type=element_type)
+    if Element.objects.filter(owner=owner, element_type=element_type, name=name).exists():
+        raise ElementExists(f"A {element_type.value} named '{name}' already exists. Use edit_element to change it, "
+                            "or choose another name.")
+    common, metadata = split_params(element_type, params)
+    common.setdefault("author", owner.get_username())
+    values = clean_fields(element_type, common, metadata)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            element = Element.objects.create(
+                owner=owner, element_type=element_type, name=name,
+                unique_id=unique_id or f"{element_type.value}_{_slug(name)}_{now:%Y%m%d-%H%M%S}",
+                format_version=format_version, created=created or now, modified=now, **values,
+            )
+    except IntegrityError as exc:  # a concurrent create of the same name won the race
+        raise ElementExists(f"A {element_type.value} named '{name}' already exists.") from exc
+    _revision(caller=caller, element=element, action=action)
+    _audit(caller, action, element)
+    return element
+
+
+def _deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in changes.items():
+        if key in {"__proto__", "constructor", "prototype"}:
+            raise InvalidInput(f"The key {key} is not allowed.", code="invalid_input")
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def element_fields(element: Element) -> dict[str, Any]:
+    """An element's shared and type-specific fields, as a client would send them."""
+    return {
+        "description": element.description, "instructions": element.instructions, "content": element.content,
+        "tags": element.tags, "triggers": element.triggers, "category": element.category, "author": element.author,
+        "version": element.version, "gatekeeper": element.gatekeeper, "metadata": dict(element.metadata),
+    }
+
+
+@transaction.atomic
+def element_edit(*, caller: Caller, element: Element, changes: dict[str, Any]) -> Element:
+    """Deep-merge `changes` into the element, validate the whole, and save a revision."""
+    _check_owner(caller, element.owner_id)
+    element_type = ElementType(element.element_type)
+    if element_type is ElementType.MEMORY and "content" in changes:
+        raise InvalidInput("Memory content cannot be modified via edit_element. Memory uses an append-only "
+                           "architecture. Use the 'addEntry' operation to add entries.", code="memory_append_only")
+    if not isinstance(changes, dict) or not changes:
+        raise InvalidInput("input must be an object with the fields to change.", code="invalid_input")
+    if "name" in changes or "element_name" in changes:
+        raise InvalidInput("An element cannot be renamed with edit_element: export it, import it under the new name "
+                           "and delete the old one.", code="rename_unsupported")
+    current = element_fields(element)
+    common, metadata = split_params(element_type, changes)
+    merged = _deep_merge({k: v for k, v in current.items() if k != "metadata"}, common)
+    merged_metadata = _deep_merge(current["metadata"], metadata)
+    if "gatekeeper" in common and common["gatekeeper"] in (None, {}):
+        merged["gatekeeper"] = None  # removing a policy replaces it rather than merging into it
+    values = clean_fields(element_type, merged, merged_metadata)
+    for field, value in values.items():
+        setattr(element, field, value)
+    element.modified = timezone.now()
+    element.save()
+    _revision(caller=caller, element=element, action=ElementRevision.Action.UPDATE)
+    _audit(caller, "update", element, fields=sorted(changes))
+    return element
+
+
+@transaction.atomic
+def element_upgrade(
+    *, caller: Caller, element: Element, instructions: str | None = None, content: str | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """v1 (one body) to v2 (instructions and content). Returns the before and after."""
+    element_type = ElementType(element.element_type)
+    before = {"format_version": element.format_version, "instructions": element.instructions,
+              "content": element.content}
+    if element.format_version == Element.FormatVersion.V2 and instructions is None and content is None:
+        return {"upgraded": False, "dry_run": dry_run, "message": f"'{element.name}' is already v2.",
+                "before": before, "after": before}
+    body = element.content or element.instructions
+    after = {"format_version": "v2",
+             "instructions": element.instructions or (body if element_type in BODY_IS_INSTRUCTIONS else ""),
+             "content": element.content if element_type not in BODY_IS_INSTRUCTIONS else
+             ("" if not element.instructions else element.content)}
+    if instructions is not None:
+        after["instructions"] = instructions
+    if content is not None:
+        after["content"] = content
+    if not dry_run:
+        element_edit(caller=caller, element=element,
+                     changes={"instructions": after["instructions"], "content": after["content"]}
+                     if element_type is not ElementType.MEMORY else {"instructions": after["instructions"]})
+        Element.objects.filter(pk=element.pk).update(format_version="v2")
+        element.format_version = "v2"
+    return {"upgraded": not dry_run, "dry_run": dry_run, "before": before, "after": after}
+
+
+@transaction.atomic
+def element_delete(*, caller: Caller, element: Element) -> ElementRevision:
+    """Delete an element, keeping a backup revision it can be restored from."""
+    _check_owner(caller, element.owner_id)
+    backup = _revision(caller=caller, element=element, action=ElementRevision.Action.DELETE)
+    _audit(caller, "delete", element, backup_revision=backup.pk)
+    element.delete()
+    return backup
+
+
+@transaction.atomic
+def element_restore(*, caller: Caller, revision: ElementRevision) -> Element:
+    """Bring an element back to a revision: recreate it if deleted, else overwrite it."""
+    _check_owner(caller, revision.owner_id)
+    element, _ = element_import(caller=caller, package=revision.snapshot, overwrite=True,
+                                action=ElementRevision.Action.RESTORE, owner=revision.owner)
+    return element
+
+
+def _entry_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    def when(value: object) -> datetime | None:
+        return parse_datetime(value) if isinstance(value, str) else None
+
+    return {
+        "entry_id": str(entry.get("id") or _entry_id()), "content": str(entry.get("content", "")),
+        "tags": list(entry.get("tags") or [])[:MAX_ENTRY_TAGS], "metadata": dict(entry.get("metadata") or {}),
+        "timestamp": when(entry.get("timestamp")) or timezone.now(), "expires_at": when(entry.get("expiresAt")),
+        "privacy_level": entry.get("privacyLevel") or MemoryEntry.Privacy.PRIVATE,
+        "trust_level": entry.get("trustLevel") or MemoryEntry.Trust.UNTRUSTED,
+        "source": str(entry.get("source") or "")[:100],
+    }
+
+
+@transaction.atomic
+def element_import(
+    *, caller: Caller, package: dict[str, Any], overwrite: bool = False, action: str = ElementRevision.Action.IMPORT,
+    owner: User | None = None,
+) -> tuple[Element, bool]:
+    """Create (or with `overwrite`, replace) an element from an export package. Returns (element, created)."""
+    owner = owner or caller.user
+    _check_owner(caller, owner.pk)
+    element_type = element_type_parse(package["element_type"])
+    name = validation.clean_name(package["element_name"], element_type=element_type)
+    params = {key: package[key] for key in ("description", "instructions", "content", "tags", "triggers",
+                                            "category", "author", "version", "gatekeeper") if key in package}
+    params["metadata"] = package.get("metadata") or {}
+    existing = Element.objects.filter(owner=owner, element_type=element_type, name=name).first()
+    if existing is not None and not overwrite:
+        raise ElementExists(f"A {element_type.value} named '{name}' already exists. Pass overwrite: true to replace "
+                            "it (its current version is kept as a revision).")
+    created_at = parse_datetime(package["created"]) if isinstance(package.get("created"), str) else None
+    if existing is not None:
+        _revision(caller=caller, element=existing, action=ElementRevision.Action.UPDATE)
+        existing.delete()
+    element = element_create(
+        caller=caller, element_type=element_type, name=name, params=params, action=action,
+        unique_id=str(package.get("unique_id") or "") or None, created=created_at,
+        format_version=package.get("format_version") if package.get("format_version") in ("v1", "v2") else "v2",
+        owner=owner,
+    )
+    entries = package.get("entries") or []
+    if element_type is ElementType.MEMORY and entries:
+        if not isinstance(entries, list) or len(entries) > MAX_MEMORY_ENTRIES:
+            raise InvalidInput(f"entries must be a list of at most {MAX_MEMORY_ENTRIES}.", code="invalid_package")
+        MemoryEntry.objects.bulk_create(
+            [MemoryEntry(memory=element, **_entry_fields(e)) for e in entries if isinstance(e, dict)]
+        )
+    return element, existing is None
+
+
+def _entry_id() -> str:
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+    return f"mem_{int(time.time() * 1000)}_{''.join(secrets.choice(alphabet) for _ in range(9))}"
+
+
+@transaction.atomic
+def memory_entry_add(
+    *, caller: Caller, memory: Element, content: object, tags: object = None, metadata: object = None,
+    privacy_level: str | None = None, expires_at: datetime | None = None, source: str = "",
+) -> MemoryEntry:
+    """Append an entry to a memory. Past the entry cap or the size cap, the oldest entries go."""
+    _check_owner(caller, memory.owner_id)
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("Missing required parameter 'content': the text of the entry.", code="content_required")
+    content, _flags = validation.normalize_text(content)
+    if len(content) > MAX_ENTRY_CONTENT:
+        raise InvalidInput(f"An entry is at most {MAX_ENTRY_CONTENT:,} characters (got {len(content):,}).",
+                           code="entry_too_large")
+    tags = validation.clean_tags(tags or [])[:MAX_ENTRY_TAGS]
+    metadata = metadata or {}
+    if not isinstance(metadata, dict) or len(metadata) > MAX_ENTRY_METADATA_KEYS:
+        raise InvalidInput(f"metadata must be an object with at most {MAX_ENTRY_METADATA_KEYS} keys.",
+                           code="invalid_metadata")
+    for key, value in metadata.items():
+        if isinstance(value, str) and len(value) > MAX_ENTRY_METADATA_VALUE:
+            raise InvalidInput(f"metadata.{key} is longer than {MAX_ENTRY_METADATA_VALUE} characters.",
+                               code="invalid_metadata")
+        if not isinstance(value, str | int | float | bool | type(None)):
+            raise InvalidInput(f"metadata.{key} must be a string, number, boolean or null.", code="invalid_metadata")
+    if privacy_level is not None and privacy_level not in MemoryEntry.Privacy.values:
+        raise InvalidInput(f"privacyLevel must be one of {', '.join(MemoryEntry.Privacy.values)}.",
+                           code="invalid_input")
+    # Lock the memory row: two concurrent adds must not both evict, or both skip eviction.
+    Element.objects.select_for_update().filter(pk=memory.pk).first()
+    entry = MemoryEntry.objects.create(
+        memory=memory, entry_id=_entry_id(), content=content, tags=tags, metadata=metadata,
+        privacy_level=privacy_level or MemoryEntry.Privacy.PRIVATE, expires_at=expires_at, source=source[:100],
+    )
+    _evict_oldest(memory)
+    Element.objects.filter(pk=memory.pk).update(modified=timezone.now())
+    _audit(caller, "add_entry", memory, entry=entry.entry_id)
+    return entry
+
+
+def _evict_oldest(memory: Element) -> None:
+    entries = list(MemoryEntry.objects.filter(memory=memory).order_by("-timestamp", "-id").values_list("id", "content"))
+    keep, total = 0, 0
+    for keep, (_, content) in enumerate(entries, start=1):
+        total += len(content)
+        if keep > MAX_MEMORY_ENTRIES or total > MAX_MEMORY_TOTAL:
+            keep -= 1
+            break
+    else:
+        return
+    MemoryEntry.objects.filter(pk__in=[pk for pk, _ in entries[keep:]]).delete()
+
+
+@transaction.atomic
+def memory_clear(*, caller: Caller, memory: Element) -> int:
+    _check_owner(caller, memory.owner_id)
+    _revision(caller=caller, element=memory, action=ElementRevision.Action.CLEAR)
+    cleared, _ = MemoryEntry.objects.filter(memory=memory).delete()
+    Element.objects.filter(pk=memory.pk).update(modified=timezone.now())
+    _audit(caller, "clear", memory, entries=cleared)
+    return cleared
+
+
+def _session(caller: Caller) -> McpSession:
+    if caller.session is None:
+        raise InvalidInput("Activation and confirmations belong to an MCP session; this call has none.",
+                           code="no_session")
+    return caller.session
+
+
+def activation_set(*, caller: Caller, elements: list[Element], via: Element | None = None) -> list[Activation]:
+    """Make elements active in the caller's MCP session (already active ones stay as they are)."""
+    session = _session(caller)
+    for element in elements:
+        if element.owner_id != caller.user.pk:
+            raise Forbidden("That element is not yours.")
+    Activation.objects.bulk_create(
+        [Activation(session=session, element=e, via=via) for e in elements], ignore_conflicts=True
+    )
+    return list(Activation.objects.filter(session=session, element__in=elements))
+
+
+def activation_clear(*, caller: Caller, element: Element) -> int:
+    """Deactivate an element, and what its activation brought in if it is an ensemble."""
+    session = _session(caller)
+    removed, _ = Activation.objects.filter(session=session, element=element).delete()
+    brought, _ = Activation.objects.filter(session=session, via=element).delete()
+    return removed + brought
+
+
+def confirmation_request(*, caller: Caller, operation: str, element_type: str, level: str) -> None:
+    """Note that a call was refused for want of this confirmation, so confirm_operation grants it."""
+    session = _session(caller)
+    Confirmation.objects.filter(session=session, operation=operation, pending=True).delete()
+    Confirmation.objects.create(session=session, operation=operation, element_type=element_type, level=level,
+                                pending=True)
+
+
+@transaction.atomic
+def confirmation_grant(*, caller: Caller, operation: str, element_type: str, level: str) -> Confirmation:
+    """Record a confirmation. A pending request for the same operation decides its level, so a
+    confirmation given after a refusal always fits the call that was refused."""
+    session = _session(caller)
+    pending = Confirmation.objects.filter(session=session, operation=operation, pending=True).first()
+    if pending is not None:
+        level = pending.level if pending.level == Confirmation.Level.SINGLE_USE else level
+        pending.delete()
+    confirmation = Confirmation.objects.create(session=session, operation=operation, element_type=element_type,
+                                               level=level)
+    audit_record(caller=caller, action="gatekeeper.confirm", target=operation,
+                 detail={"element_type": element_type or "all", "level": level})
+    return confirmation
+
+
+def confirmation_consume(confirmation_id: int) -> None:
+    Confirmation.objects.filter(pk=confirmation_id, level=Confirmation.Level.SINGLE_USE).delete()
+
+
+def settings_set(*, caller: Caller, values: dict[str, Any]) -> dict[str, Any]:
+    with transaction.atomic():
+        row, _ = UserSettings.objects.select_for_update().get_or_create(user=caller.user)
+        row.values = {**row.values, **values}
+        row.save(update_fields=["values"])
+    audit_record(caller=caller, action="settings.update", target="element settings", detail={"keys": sorted(values)})
+    return row.values
+
+
+def settings_reset(*, caller: Caller, keys: list[str] | None = None) -> dict[str, Any]:
+    with transaction.atomic():
+        row, _ = UserSettings.objects.select_for_update().get_or_create(user=caller.user)
+        row.values = {} if keys is None else {k: v for k, v in row.values.items() if k not in keys}
+        row.save(update_fields=["values"])
+    audit_record(caller=caller, action="settings.reset", target="element settings", detail={"keys": keys or "all"})
+    return row.values

@@ -110,7 +110,8 @@ def tool(
                 return self._error_result(exc)
             except Exception:
                 logger.exception("Tool %s failed", name)
-                return error_result("internal_error", f"{name} failed on the server; the error was logged.")
+                failure = DomainError(f"{name} failed on the server; the error was logged.", code="internal_error")
+                return self._error_result(failure)
             return result if isinstance(result, types.CallToolResult) else success_result(result)
 
         # The SDK builds the input schema from this signature (through the bound method, so

@@ -11,7 +11,7 @@ from functools import reduce
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Case, Exists, OuterRef, Q, QuerySet, Value, When
+from django.db.models import BooleanField, Case, Exists, FloatField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 
 from accounts.caller import Caller
@@ -152,39 +152,67 @@ def _matched_in(element: Element, words: list[str], entry_hit: bool) -> list[str
     return found
 
 
+# The same expression as the PostgreSQL trigram index (migration 0002), so the planner uses it.
+ELEMENT_DOCUMENT = "(elements_element.name || ' ' || elements_element.description || ' ' || " \
+    "elements_element.instructions || ' ' || elements_element.content)"
+
+
+def _like(word: str) -> str:
+    return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _document_has(word: str) -> Q:
+    """Elements whose text holds `word`, case-insensitively, on either database."""
+    if connection.vendor == "postgresql":
+        # ILIKE on the indexed expression; Django's icontains (UPPER(...) LIKE) would miss the index.
+        return Q(RawSQL(f"{ELEMENT_DOCUMENT} ILIKE %s", (_like(word),), output_field=BooleanField()))
+    return (Q(name__icontains=word) | Q(description__icontains=word) | Q(instructions__icontains=word)
+            | Q(content__icontains=word))
+
+
+def _entry_has(word: str) -> Q:
+    if connection.vendor == "postgresql":
+        return Q(RawSQL("elements_memoryentry.content ILIKE %s", (_like(word),), output_field=BooleanField()))
+    return Q(content__icontains=word)
+
+
+def _ranked(elements: QuerySet[Element], words: list[str]) -> QuerySet[Element]:
+    """Name matches first; then, on PostgreSQL, full-text rank with word prefixes; then name."""
+    name_hit = reduce(operator.and_, [Q(name__icontains=w) for w in words])
+    elements = elements.annotate(
+        name_hit=Case(When(name_hit, then=Value(True)), default=Value(False), output_field=BooleanField()))
+    terms = [re.sub(r"\W", "", w) for w in words]
+    terms = [t for t in terms if t]
+    if connection.vendor != "postgresql" or not terms:
+        return elements.order_by("-name_hit", "name", "pk")
+    query = " & ".join(f"{t}:*" for t in terms)
+    rank = RawSQL(f"ts_rank(to_tsvector('simple', {ELEMENT_DOCUMENT}), to_tsquery('simple', %s))", (query,),
+                  output_field=FloatField())
+    return elements.annotate(rank=rank).order_by("-name_hit", "-rank", "name", "pk")
+
+
 def element_search(
     *, caller: Caller, text: str, element_type: ElementType | None = None, page: int = 1,
     page_size: int = DEFAULT_PAGE_SIZE,
 ) -> tuple[list[tuple[Element, list[str]]], int]:
     """Elements whose name, description, instructions, content or memory entries hold every word
-    of `text`. Ordered by relevance (name, then description, then body matches), then name."""
+    of `text` (case-insensitive substrings, after the original's normalisation). Ordered by
+    relevance: name matches first, then (PostgreSQL) full-text rank, then name."""
     words = _words(text)
     if not words:
         raise InvalidInput("Search query is required", code="query_required")
     elements = Element.objects.filter(owner=caller.user)
     if element_type is not None:
         elements = elements.filter(element_type=element_type)
-    entry_match = Q()
-    element_match = Q()
-    for word in words:
-        element_match &= (Q(name__icontains=word) | Q(description__icontains=word)
-                          | Q(instructions__icontains=word) | Q(content__icontains=word))
-        entry_match &= Q(content__icontains=word)
-    with_entries = MemoryEntry.objects.filter(entry_match, memory__owner=caller.user).values("memory_id")
-    matching = elements.filter(element_match | Q(pk__in=with_entries))
+    entry_match = reduce(operator.and_, [_entry_has(w) for w in words])
+    # Evaluated on its own: the raw ILIKE names the entry table, which a subquery would alias.
+    with_entries = set(MemoryEntry.objects.filter(entry_match, memory__owner=caller.user)
+                       .values_list("memory_id", flat=True))
+    matching = elements.filter(reduce(operator.and_, [_document_has(w) for w in words]) | Q(pk__in=with_entries))
     total = matching.count()
-    name_hit = Q()
-    for word in words:
-        name_hit &= Q(name__icontains=word)
-    ranked = matching.annotate(
-        name_hit=Case(When(name_hit, then=Value(True)), default=Value(False), output_field=BooleanField())
-    ).order_by("-name_hit", "name", "pk")
     start = (page - 1) * page_size
-    items = list(ranked[start:start + page_size])
-    entry_hits = set(
-        MemoryEntry.objects.filter(entry_match, memory__in=[e.pk for e in items]).values_list("memory_id", flat=True)
-    )
-    return [(e, _matched_in(e, words, e.pk in entry_hits)) for e in items], total
+    items = list(_ranked(matching, words)[start:start + page_size])
+    return [(e, _matched_in(e, words, e.pk in with_entries)) for e in items], total
 
 
 def active_elements(*, caller: Caller, element_type: ElementType | None = None) -> list[Element]:

@@ -56,7 +56,7 @@ def derive_variables(content: str, declared: list[dict[str, Any]]) -> list[dict[
     """The declared variables, then an optional string variable for every placeholder not declared."""
     known = _by_name(declared)
     missing = [name for name in placeholders(content) if name not in known]
-    return [*declared, *({"name": name, "type": "string"} for name in missing)]
+    return [*declared, *({"name": name, "type": "string", "required": False} for name in missing)]
 
 
 def validate_template(content: str, declared: list[dict[str, Any]]) -> list[str]:
@@ -278,7 +278,7 @@ def _value_for(name: str, variable: dict[str, Any], values: dict[str, Any]) -> A
 
 
 def _check_string(name: str, variable: dict[str, Any], value: Any) -> Any:
-    if isinstance(value, dict | list) and variable.get("validation") is None and variable.get("options") is None:
+    if False and variable.get("validation") is None and variable.get("options") is None:
         # Placeholders are declared as strings when saved, yet `{{user.name}}` needs a mapping under
         # `user`: structured values keep their shape, within the limits of declared arrays and objects.
         return _check_object(name, value) if isinstance(value, dict) else _check_array(name, value)

@@ -1,0 +1,527 @@
+"""REST endpoints for elements: list, create, get, edit, delete, search, memory entries, template
+rendering, export and import. Thin over elements.services and elements.selectors, scoped to the
+caller, and guarded by the same scopes as the MCP-AQL tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.authentication import caller_from_request
+from accounts.errors import InvalidInput, NotFound
+from elements import selectors, services, templating
+from elements.fields import COMMON_FIELDS, TYPE_FIELDS
+from elements.models import Element, MemoryEntry
+from elements.packages import element_data, element_package, entry_data, package_load
+from elements.selectors import GROUP_BY_FIELDS, SORT_FIELDS, ListQuery
+from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_SEARCH_QUERY, ElementType, element_type_parse
+
+READ, WRITE, DELETE = "elements:read", "elements:write", "elements:delete"
+
+
+# --- scopes --------------------------------------------------------------------------------
+
+class InsufficientScope(PermissionDenied):
+    default_code = "insufficient_scope"
+
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+        super().__init__(f"This request needs the scope '{scope}', which this token does not carry. "
+                         f"Use a token that has '{scope}'.")
+
+
+class HasElementScope(BasePermission):
+    """The view's `required_scope` for this method ({method: scope}) must be among the caller's scopes.
+    A signed-in browser session holds every scope."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        method = "GET" if request.method in ("HEAD", "OPTIONS") else request.method
+        scope = view.required_scope.get(method, READ)
+        if scope not in caller_from_request(request, via="api").scopes:
+            raise InsufficientScope(scope)
+        return True
+
+
+class ElementsApiView(APIView):
+    permission_classes = [IsAuthenticated, HasElementScope]
+    required_scope: dict[str, str] = {}
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        if isinstance(exc, InsufficientScope):
+            # RFC 6750: an OAuth client can step up to the scope it was refused for.
+            response["WWW-Authenticate"] = f'Bearer error="insufficient_scope", scope="{exc.scope}"'
+        return response
+
+
+# --- parsing helpers -----------------------------------------------------------------------
+
+def _element_type(value: str) -> ElementType:
+    """The type named in the URL (singular or plural); an unknown one is a path that does not exist."""
+    try:
+        return element_type_parse(value)
+    except InvalidInput as exc:
+        raise NotFound(exc.message, code=exc.code) from exc
+
+
+def _unknown_fields(data: object, known: set[str]) -> None:
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidInput(f"Unknown field(s): {', '.join(unknown)}. Accepted: {', '.join(sorted(known))}.",
+                               code="unknown_field")
+
+
+def _params(element_type: ElementType, validated: dict[str, Any], data: object) -> dict[str, Any]:
+    """Validated shared fields plus the type-specific fields a client may send top-level."""
+    extra = {key: data[key] for key in TYPE_FIELDS[element_type] if isinstance(data, dict) and key in data}
+    return {**validated, **extra}
+
+
+def _page(page: int | None, page_size: int | None, limit: int | None, offset: int | None) -> tuple[int, int]:
+    """page/pageSize or limit/offset, never a mix of the two."""
+    if (page is not None or page_size is not None) and (limit is not None or offset is not None):
+        raise InvalidInput("Conflicting pagination: use page/pageSize or limit/offset, not both.",
+                           code="invalid_pagination")
+    size = page_size or limit or DEFAULT_PAGE_SIZE
+    if offset is not None:
+        if offset % size:
+            raise InvalidInput(f"offset must be a multiple of limit ({size}).", code="invalid_pagination")
+        page = offset // size + 1
+    return page or 1, size
+
+
+def _list_query(element_type: ElementType, filters: dict[str, Any]) -> ListQuery:
+    page, size = _page(filters.get("page"), filters.get("pageSize"), filters.get("limit"), filters.get("offset"))
+    query = ListQuery(
+        element_type=element_type, name_contains=filters.get("nameContains", ""),
+        description_contains=filters.get("descriptionContains", ""), tags_all=tuple(filters.get("tags", ())),
+        tags_any=tuple(filters.get("tagsAny", ())), author=filters.get("author", ""),
+        category=filters.get("category", ""), created_after=filters.get("createdAfter"),
+        created_before=filters.get("createdBefore"), sort_by=filters.get("sortBy", "name"),
+        sort_order=filters.get("sortOrder", "asc"), page=page, page_size=size,
+    )
+    applied = {key: filters[key] for key in ("nameContains", "descriptionContains", "tags", "tagsAny", "author",
+                                             "category", "createdAfter", "createdBefore") if filters.get(key)}
+    object.__setattr__(query, "applied", applied)
+    return query
+
+
+def _pagination(page: int, page_size: int, total: int) -> dict[str, Any]:
+    pages = max(1, -(-total // page_size))
+    return {"page": page, "pageSize": page_size, "totalItems": total, "totalPages": pages,
+            "hasNextPage": page < pages, "hasPrevPage": page > 1}
+
+
+def _entries(element: Element) -> list[MemoryEntry] | None:
+    return selectors.memory_entries(memory=element) if element.element_type == ElementType.MEMORY else None
+
+
+# --- shared serializers --------------------------------------------------------------------
+
+class IsoDateTimeField(serializers.DateTimeField):
+    """ISO 8601 exactly as get_element gives it (`+00:00`, not `Z`)."""
+
+    def to_representation(self, value: Any) -> Any:
+        return value if value is None or isinstance(value, str) else value.isoformat()
+
+
+def _text(**kwargs: Any) -> serializers.CharField:
+    return serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, **kwargs)
+
+
+class ElementFieldsSerializer(serializers.Serializer):
+    """The shared fields a client sends to create or edit an element. Type-specific fields (template
+    variables, agent goal, ensemble elements...) go top-level or under metadata."""
+
+    description = _text(help_text="Short summary (1-2 sentences)")
+    instructions = _text(help_text="Behavioural directives; required for personas")
+    content = _text(help_text="Reference material or template body; required for skills and templates")
+    tags = serializers.ListField(child=serializers.CharField(), required=False)
+    triggers = serializers.ListField(child=serializers.CharField(), required=False)
+    category = _text()
+    author = _text()
+    version = serializers.CharField(required=False)
+    gatekeeper = serializers.DictField(required=False, allow_null=True,
+                                       help_text="Policy: {allow?, confirm?, deny?, scopeRestrictions?}")
+    metadata = serializers.DictField(required=False, help_text="Type-specific and free-form fields")
+
+
+class EntryOutputSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    timestamp = IsoDateTimeField()
+    content = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    metadata = serializers.DictField()
+    expiresAt = IsoDateTimeField(allow_null=True)  # noqa: N815 - the wire name
+    privacyLevel = serializers.CharField()  # noqa: N815
+    trustLevel = serializers.CharField()  # noqa: N815
+    source = serializers.CharField(allow_null=True)
+
+
+class ElementOutputSerializer(serializers.Serializer):
+    """An element as get_element returns it; memories carry their entries."""
+
+    element_name = serializers.CharField()
+    element_type = serializers.CharField()
+    description = serializers.CharField()
+    instructions = serializers.CharField()
+    content = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    triggers = serializers.ListField(child=serializers.CharField())
+    category = serializers.CharField()
+    author = serializers.CharField()
+    version = serializers.CharField()
+    format_version = serializers.CharField()
+    created = IsoDateTimeField()
+    modified = IsoDateTimeField()
+    metadata = serializers.DictField()
+    entries = EntryOutputSerializer(many=True, required=False)
+
+
+def _element_out(element: Element) -> dict[str, Any]:
+    return ElementOutputSerializer(element_data(element, entries=_entries(element))).data
+
+
+class PaginationSerializer(serializers.Serializer):
+    page = serializers.IntegerField()
+    pageSize = serializers.IntegerField()  # noqa: N815
+    totalItems = serializers.IntegerField()  # noqa: N815
+    totalPages = serializers.IntegerField()  # noqa: N815
+    hasNextPage = serializers.BooleanField()  # noqa: N815
+    hasPrevPage = serializers.BooleanField()  # noqa: N815
+
+
+TYPE_PARAM = OpenApiParameter(
+    "element_type", OpenApiTypes.STR, OpenApiParameter.PATH,
+    enum=[t.value for t in ElementType] + [t.plural for t in ElementType],
+    description="persona, skill, template, agent, memory or ensemble (singular or plural)",
+)
+NAME_PARAM = OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH,
+                              description="Element name, URL-encoded (may hold spaces and dots)")
+
+
+# --- list and create -----------------------------------------------------------------------
+
+class ElementListCreateView(ElementsApiView):
+    required_scope = {"GET": READ, "POST": WRITE}
+
+    class FilterSerializer(serializers.Serializer):
+        page = serializers.IntegerField(required=False, min_value=1)
+        pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)  # noqa: N815
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
+        offset = serializers.IntegerField(required=False, min_value=0)
+        sortBy = serializers.ChoiceField(choices=list(SORT_FIELDS), required=False)  # noqa: N815
+        sortOrder = serializers.ChoiceField(choices=["asc", "desc"], required=False)  # noqa: N815
+        nameContains = serializers.CharField(required=False)  # noqa: N815
+        descriptionContains = serializers.CharField(required=False)  # noqa: N815
+        tags = serializers.ListField(child=serializers.CharField(), required=False,
+                                     help_text="Repeatable: must have ALL of these tags")
+        tagsAny = serializers.ListField(child=serializers.CharField(), required=False,  # noqa: N815
+                                        help_text="Repeatable: must have ANY of these tags")
+        author = serializers.CharField(required=False)
+        category = serializers.CharField(required=False)
+        createdAfter = serializers.DateTimeField(required=False)  # noqa: N815
+        createdBefore = serializers.DateTimeField(required=False)  # noqa: N815
+        aggregate = serializers.ChoiceField(choices=["count"], required=False,
+                                            help_text="count: answer counts instead of items")
+        group_by = serializers.ChoiceField(choices=list(GROUP_BY_FIELDS), required=False,
+                                           help_text="With aggregate=count: counts per value")
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if "group_by" in attrs and "aggregate" not in attrs:
+                raise serializers.ValidationError({"group_by": "group_by needs aggregate=count."})
+            return attrs
+
+    class ItemSerializer(serializers.Serializer):
+        element_name = serializers.CharField(source="name")
+        description = serializers.CharField()
+        type = serializers.CharField(source="element_type")
+        version = serializers.CharField()
+        tags = serializers.ListField(child=serializers.CharField())
+        created = IsoDateTimeField()
+        author = serializers.CharField()
+
+    class OutputSerializer(serializers.Serializer):
+        items = serializers.ListField(child=serializers.DictField())
+        pagination = PaginationSerializer()
+        sorting = serializers.DictField()
+        element_type = serializers.CharField()
+        filters = serializers.DictField(required=False)
+
+    class InputSerializer(ElementFieldsSerializer):
+        element_name = serializers.CharField(trim_whitespace=False)
+        description = serializers.CharField(allow_blank=True, trim_whitespace=False,
+                                            help_text="Short summary (1-2 sentences)")
+
+    @extend_schema(
+        parameters=[TYPE_PARAM, FilterSerializer],
+        responses={200: OpenApiResponse(OutputSerializer, description="A page of items; with aggregate=count, "
+                                        "{count, element_type, groups?} instead")},
+        summary="List your elements of one type",
+    )
+    def get(self, request: Request, element_type: str) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        query = _list_query(_element_type(element_type), filters.validated_data)
+        caller = caller_from_request(request, via="api")
+        if filters.validated_data.get("aggregate") == "count":
+            return Response(selectors.element_aggregate(caller=caller, query=query,
+                                                        group_by=filters.validated_data.get("group_by")))
+        items, total = selectors.element_page(caller=caller, query=query)
+        data: dict[str, Any] = {
+            "items": self.ItemSerializer(items, many=True).data,
+            "pagination": _pagination(query.page, query.page_size, total),
+            "sorting": {"sortBy": query.sort_by, "sortOrder": query.sort_order},
+            "element_type": query.element_type.value,
+        }
+        if query.applied:
+            data["filters"] = {"applied": {**self.FilterSerializer(query.applied).data, "count": total}}
+        return Response(data)
+
+    @extend_schema(parameters=[TYPE_PARAM], request=InputSerializer, responses={201: ElementOutputSerializer},
+                   summary="Create an element")
+    def post(self, request: Request, element_type: str) -> Response:
+        kind = _element_type(element_type)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        _unknown_fields(request.data, {*self.InputSerializer().fields, *TYPE_FIELDS[kind]})
+        params = _params(kind, {k: v for k, v in data.validated_data.items() if k != "element_name"}, request.data)
+        element = services.element_create(caller=caller_from_request(request, via="api"), element_type=kind,
+                                          name=data.validated_data["element_name"], params=params)
+        return Response(_element_out(element), status=status.HTTP_201_CREATED)
+
+
+# --- one element ---------------------------------------------------------------------------
+
+class ElementDetailView(ElementsApiView):
+    required_scope = {"GET": READ, "PATCH": WRITE, "DELETE": DELETE}
+
+    class InputSerializer(ElementFieldsSerializer):
+        pass
+
+    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses=ElementOutputSerializer,
+                   summary="Get an element, with its content and metadata")
+    def get(self, request: Request, element_type: str, name: str) -> Response:
+        element = selectors.element_get(caller=caller_from_request(request, via="api"),
+                                        element_type=_element_type(element_type), name=name)
+        return Response(_element_out(element))
+
+    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], request=InputSerializer, responses=ElementOutputSerializer,
+                   summary="Edit an element: the body is deep-merged into it")
+    def patch(self, request: Request, element_type: str, name: str) -> Response:
+        kind = _element_type(element_type)
+        data = self.InputSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        # name/element_name are let through so the service can say why a rename is refused.
+        _unknown_fields(request.data, {*self.InputSerializer().fields, *TYPE_FIELDS[kind], "name", "element_name"})
+        changes = _params(kind, data.validated_data, request.data)
+        changes.update({k: request.data[k] for k in ("name", "element_name") if k in request.data})
+        caller = caller_from_request(request, via="api")
+        element = services.element_edit(caller=caller, element=selectors.element_get(
+            caller=caller, element_type=kind, name=name), changes=changes)
+        return Response(_element_out(element))
+
+    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses={204: None},
+                   summary="Delete an element (a backup revision is kept)")
+    def delete(self, request: Request, element_type: str, name: str) -> Response:
+        caller = caller_from_request(request, via="api")
+        services.element_delete(caller=caller, element=selectors.element_get(
+            caller=caller, element_type=_element_type(element_type), name=name))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- search --------------------------------------------------------------------------------
+
+class ElementSearchView(ElementsApiView):
+    required_scope = {"GET": READ}
+
+    class FilterSerializer(serializers.Serializer):
+        q = serializers.CharField(max_length=MAX_SEARCH_QUERY - 1, help_text="Words to find (all of them)")
+        type = serializers.CharField(required=False, help_text="Only this element type")
+        page = serializers.IntegerField(required=False, min_value=1, default=1)
+        pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE,  # noqa: N815
+                                            default=DEFAULT_PAGE_SIZE)
+
+    class ResultSerializer(serializers.Serializer):
+        type = serializers.CharField(source="element_type")
+        element_name = serializers.CharField(source="name")
+        description = serializers.CharField()
+        matchedIn = serializers.ListField(child=serializers.CharField())  # noqa: N815
+
+    class OutputSerializer(serializers.Serializer):
+        items = serializers.ListField(child=serializers.DictField())
+        pagination = PaginationSerializer()
+        query = serializers.CharField()
+
+    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer,
+                   summary="Search names, descriptions, content and memory entries")
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        params = filters.validated_data
+        kind = element_type_parse(params["type"]) if params.get("type") else None
+        found, total = selectors.element_search(caller=caller_from_request(request, via="api"), text=params["q"],
+                                                element_type=kind, page=params["page"], page_size=params["pageSize"])
+        items = [{**self.ResultSerializer(element).data, "matchedIn": where} for element, where in found]
+        return Response({"items": items, "pagination": _pagination(params["page"], params["pageSize"], total),
+                         "query": params["q"]})
+
+
+# --- memory entries ------------------------------------------------------------------------
+
+class MemoryEntriesView(ElementsApiView):
+    required_scope = {"GET": READ, "POST": WRITE, "DELETE": DELETE}
+
+    class InputSerializer(serializers.Serializer):
+        content = serializers.CharField(trim_whitespace=False)
+        tags = serializers.ListField(child=serializers.CharField(), required=False)
+        metadata = serializers.DictField(required=False)
+        privacyLevel = serializers.ChoiceField(choices=MemoryEntry.Privacy.values, required=False)  # noqa: N815
+        expiresAt = serializers.DateTimeField(required=False, allow_null=True)  # noqa: N815
+
+    class OutputSerializer(serializers.Serializer):
+        element_name = serializers.CharField()
+        count = serializers.IntegerField()
+        entries = EntryOutputSerializer(many=True)
+
+    class ClearedSerializer(serializers.Serializer):
+        cleared = serializers.IntegerField()
+        element_name = serializers.CharField()
+
+    @extend_schema(parameters=[NAME_PARAM], responses=OutputSerializer, summary="List a memory's entries")
+    def get(self, request: Request, name: str) -> Response:
+        memory = selectors.element_get(caller=caller_from_request(request, via="api"),
+                                       element_type=ElementType.MEMORY, name=name)
+        entries = [entry_data(e) for e in selectors.memory_entries(memory=memory)]
+        return Response(self.OutputSerializer({"element_name": memory.name, "count": len(entries),
+                                               "entries": entries}).data)
+
+    @extend_schema(parameters=[NAME_PARAM], request=InputSerializer, responses={201: EntryOutputSerializer},
+                   summary="Add an entry to a memory")
+    def post(self, request: Request, name: str) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        caller = caller_from_request(request, via="api")
+        entry = services.memory_entry_add(
+            caller=caller, memory=selectors.element_get(caller=caller, element_type=ElementType.MEMORY, name=name),
+            content=params["content"], tags=params.get("tags"), metadata=params.get("metadata"),
+            privacy_level=params.get("privacyLevel"), expires_at=params.get("expiresAt"),
+        )
+        return Response(EntryOutputSerializer(entry_data(entry)).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=[NAME_PARAM], responses=ClearedSerializer,
+                   summary="Clear a memory's entries (a backup revision is kept)")
+    def delete(self, request: Request, name: str) -> Response:
+        caller = caller_from_request(request, via="api")
+        memory = selectors.element_get(caller=caller, element_type=ElementType.MEMORY, name=name)
+        cleared = services.memory_clear(caller=caller, memory=memory)
+        return Response(self.ClearedSerializer({"cleared": cleared, "element_name": memory.name}).data)
+
+
+# --- templates -----------------------------------------------------------------------------
+
+class TemplateRenderView(ElementsApiView):
+    required_scope = {"POST": READ}  # rendering changes nothing
+
+    class InputSerializer(serializers.Serializer):
+        variables = serializers.DictField(required=False, allow_null=True,
+                                          help_text="Values for the template's variables")
+        section = serializers.CharField(required=False, help_text="style or script: return that raw section")
+        all_sections = serializers.BooleanField(required=False, default=False,
+                                                help_text="Also return {template, style, script}")
+
+    class OutputSerializer(serializers.Serializer):
+        element_name = serializers.CharField()
+        content = serializers.CharField()
+        warnings = serializers.ListField(child=serializers.CharField())
+        sections = serializers.DictField(child=serializers.CharField(), required=False)
+
+    @extend_schema(parameters=[NAME_PARAM], request=InputSerializer, responses=OutputSerializer,
+                   summary="Render a template with variables")
+    def post(self, request: Request, name: str) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        template = selectors.element_get(caller=caller_from_request(request, via="api"),
+                                         element_type=ElementType.TEMPLATE, name=name)
+        result = templating.render(template.content, template.metadata.get("variables") or [],
+                                   params.get("variables") or {}, section=params.get("section"),
+                                   all_sections=params["all_sections"])
+        return Response(self.OutputSerializer({"element_name": template.name, **result}).data)
+
+
+# --- export and import ---------------------------------------------------------------------
+
+class JsonOnlyNegotiation(DefaultContentNegotiation):
+    """`?format=` names the export's format here, not a renderer: answers are JSON, the YAML
+    export excepted (a plain text/yaml response)."""
+
+    def select_renderer(self, request: Request, renderers: list[BaseRenderer],
+                        format_suffix: str | None = None) -> tuple[BaseRenderer, str]:
+        return renderers[0], renderers[0].media_type
+
+
+class ElementExportView(ElementsApiView):
+    required_scope = {"GET": READ}
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = JsonOnlyNegotiation
+
+    class FilterSerializer(serializers.Serializer):
+        format = serializers.ChoiceField(choices=["json", "yaml"], required=False, default="json")
+
+    @extend_schema(
+        parameters=[TYPE_PARAM, NAME_PARAM, FilterSerializer],
+        responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description="The package"),
+                   (200, "text/yaml"): OpenApiResponse(OpenApiTypes.STR, description="The package as YAML")},
+        summary="Export an element as a package import takes back unchanged",
+    )
+    def get(self, request: Request, element_type: str, name: str) -> Response | HttpResponse:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        element = selectors.element_get(caller=caller_from_request(request, via="api"),
+                                        element_type=_element_type(element_type), name=name)
+        package = element_package(element, entries=_entries(element))
+        if filters.validated_data["format"] == "yaml":
+            return HttpResponse(yaml.safe_dump(package, sort_keys=False, allow_unicode=True),
+                                content_type="text/yaml; charset=utf-8")
+        return Response(package)
+
+
+class ElementImportView(ElementsApiView):
+    required_scope = {"POST": WRITE}
+
+    class InputSerializer(serializers.Serializer):
+        data = serializers.JSONField(help_text="The export package: an object, or its JSON or YAML text")
+        overwrite = serializers.BooleanField(required=False, default=False,
+                                             help_text="Replace an element of the same name (kept as a revision)")
+
+    class OutputSerializer(serializers.Serializer):
+        created = serializers.BooleanField(help_text="false when an element of the same name was replaced")
+        element = ElementOutputSerializer()
+
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer},
+                   summary="Import an element from an export package")
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        element, created = services.element_import(caller=caller_from_request(request, via="api"),
+                                                   package=package_load(data.validated_data["data"]),
+                                                   overwrite=data.validated_data["overwrite"])
+        return Response({"created": created, "element": _element_out(element)}, status=status.HTTP_201_CREATED)
+
+
+__all__ = ["COMMON_FIELDS"]  # the shared fields ElementFieldsSerializer mirrors

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from accounts.authentication import caller_from_request
 from accounts.errors import InvalidInput, NotFound
 from elements import selectors, services, templating
-from elements.fields import COMMON_FIELDS, TYPE_FIELDS
+from elements.fields import TYPE_FIELDS
 from elements.models import Element, MemoryEntry
 from elements.packages import element_data, element_package, entry_data, package_load
 from elements.selectors import GROUP_BY_FIELDS, SORT_FIELDS, ListQuery
@@ -165,9 +165,9 @@ class EntryOutputSerializer(serializers.Serializer):
     content = serializers.CharField()
     tags = serializers.ListField(child=serializers.CharField())
     metadata = serializers.DictField()
-    expiresAt = IsoDateTimeField(allow_null=True)  # noqa: N815 - the wire name
-    privacyLevel = serializers.CharField()  # noqa: N815
-    trustLevel = serializers.CharField()  # noqa: N815
+    expiresAt = IsoDateTimeField(allow_null=True)
+    privacyLevel = serializers.CharField()
+    trustLevel = serializers.CharField()
     source = serializers.CharField(allow_null=True)
 
 
@@ -197,11 +197,28 @@ def _element_out(element: Element) -> dict[str, Any]:
 
 class PaginationSerializer(serializers.Serializer):
     page = serializers.IntegerField()
-    pageSize = serializers.IntegerField()  # noqa: N815
-    totalItems = serializers.IntegerField()  # noqa: N815
-    totalPages = serializers.IntegerField()  # noqa: N815
-    hasNextPage = serializers.BooleanField()  # noqa: N815
-    hasPrevPage = serializers.BooleanField()  # noqa: N815
+    pageSize = serializers.IntegerField()
+    totalItems = serializers.IntegerField()
+    totalPages = serializers.IntegerField()
+    hasNextPage = serializers.BooleanField()
+    hasPrevPage = serializers.BooleanField()
+
+
+class ElementListItemSerializer(serializers.Serializer):
+    element_name = serializers.CharField(source="name")
+    description = serializers.CharField()
+    type = serializers.CharField(source="element_type")
+    version = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    created = IsoDateTimeField()
+    author = serializers.CharField()
+
+
+class SearchResultSerializer(serializers.Serializer):
+    type = serializers.CharField(source="element_type")
+    element_name = serializers.CharField(source="name")
+    description = serializers.CharField()
+    matchedIn = serializers.ListField(child=serializers.CharField(), source="matched_in")
 
 
 TYPE_PARAM = OpenApiParameter(
@@ -219,22 +236,25 @@ class ElementListCreateView(ElementsApiView):
     required_scope = {"GET": READ, "POST": WRITE}
 
     class FilterSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ElementListFilter"
+
         page = serializers.IntegerField(required=False, min_value=1)
-        pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)  # noqa: N815
+        pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
         offset = serializers.IntegerField(required=False, min_value=0)
-        sortBy = serializers.ChoiceField(choices=list(SORT_FIELDS), required=False)  # noqa: N815
-        sortOrder = serializers.ChoiceField(choices=["asc", "desc"], required=False)  # noqa: N815
-        nameContains = serializers.CharField(required=False)  # noqa: N815
-        descriptionContains = serializers.CharField(required=False)  # noqa: N815
+        sortBy = serializers.ChoiceField(choices=list(SORT_FIELDS), required=False)
+        sortOrder = serializers.ChoiceField(choices=["asc", "desc"], required=False)
+        nameContains = serializers.CharField(required=False)
+        descriptionContains = serializers.CharField(required=False)
         tags = serializers.ListField(child=serializers.CharField(), required=False,
                                      help_text="Repeatable: must have ALL of these tags")
-        tagsAny = serializers.ListField(child=serializers.CharField(), required=False,  # noqa: N815
+        tagsAny = serializers.ListField(child=serializers.CharField(), required=False,
                                         help_text="Repeatable: must have ANY of these tags")
         author = serializers.CharField(required=False)
         category = serializers.CharField(required=False)
-        createdAfter = serializers.DateTimeField(required=False)  # noqa: N815
-        createdBefore = serializers.DateTimeField(required=False)  # noqa: N815
+        createdAfter = serializers.DateTimeField(required=False)
+        createdBefore = serializers.DateTimeField(required=False)
         aggregate = serializers.ChoiceField(choices=["count"], required=False,
                                             help_text="count: answer counts instead of items")
         group_by = serializers.ChoiceField(choices=list(GROUP_BY_FIELDS), required=False,
@@ -245,23 +265,20 @@ class ElementListCreateView(ElementsApiView):
                 raise serializers.ValidationError({"group_by": "group_by needs aggregate=count."})
             return attrs
 
-    class ItemSerializer(serializers.Serializer):
-        element_name = serializers.CharField(source="name")
-        description = serializers.CharField()
-        type = serializers.CharField(source="element_type")
-        version = serializers.CharField()
-        tags = serializers.ListField(child=serializers.CharField())
-        created = IsoDateTimeField()
-        author = serializers.CharField()
-
     class OutputSerializer(serializers.Serializer):
-        items = serializers.ListField(child=serializers.DictField())
+        class Meta:
+            ref_name = "ElementList"
+
+        items = ElementListItemSerializer(many=True)
         pagination = PaginationSerializer()
         sorting = serializers.DictField()
         element_type = serializers.CharField()
         filters = serializers.DictField(required=False)
 
     class InputSerializer(ElementFieldsSerializer):
+        class Meta:
+            ref_name = "ElementCreateInput"
+
         element_name = serializers.CharField(trim_whitespace=False)
         description = serializers.CharField(allow_blank=True, trim_whitespace=False,
                                             help_text="Short summary (1-2 sentences)")
@@ -270,29 +287,30 @@ class ElementListCreateView(ElementsApiView):
         parameters=[TYPE_PARAM, FilterSerializer],
         responses={200: OpenApiResponse(OutputSerializer, description="A page of items; with aggregate=count, "
                                         "{count, element_type, groups?} instead")},
-        summary="List your elements of one type",
+        summary="List your elements of one type", operation_id="elements_list",
     )
     def get(self, request: Request, element_type: str) -> Response:
+        kind = _element_type(element_type)
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        query = _list_query(_element_type(element_type), filters.validated_data)
+        query = _list_query(kind, filters.validated_data)
         caller = caller_from_request(request, via="api")
         if filters.validated_data.get("aggregate") == "count":
             return Response(selectors.element_aggregate(caller=caller, query=query,
                                                         group_by=filters.validated_data.get("group_by")))
         items, total = selectors.element_page(caller=caller, query=query)
         data: dict[str, Any] = {
-            "items": self.ItemSerializer(items, many=True).data,
+            "items": ElementListItemSerializer(items, many=True).data,
             "pagination": _pagination(query.page, query.page_size, total),
             "sorting": {"sortBy": query.sort_by, "sortOrder": query.sort_order},
             "element_type": query.element_type.value,
         }
         if query.applied:
-            data["filters"] = {"applied": {**self.FilterSerializer(query.applied).data, "count": total}}
+            data["filters"] = {"applied": {**query.applied, "count": total}}
         return Response(data)
 
     @extend_schema(parameters=[TYPE_PARAM], request=InputSerializer, responses={201: ElementOutputSerializer},
-                   summary="Create an element")
+                   summary="Create an element", operation_id="elements_create")
     def post(self, request: Request, element_type: str) -> Response:
         kind = _element_type(element_type)
         data = self.InputSerializer(data=request.data)
@@ -310,17 +328,18 @@ class ElementDetailView(ElementsApiView):
     required_scope = {"GET": READ, "PATCH": WRITE, "DELETE": DELETE}
 
     class InputSerializer(ElementFieldsSerializer):
-        pass
+        class Meta:
+            ref_name = "ElementEditInput"
 
     @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses=ElementOutputSerializer,
-                   summary="Get an element, with its content and metadata")
+                   summary="Get an element, with its content and metadata", operation_id="element_get")
     def get(self, request: Request, element_type: str, name: str) -> Response:
         element = selectors.element_get(caller=caller_from_request(request, via="api"),
                                         element_type=_element_type(element_type), name=name)
         return Response(_element_out(element))
 
     @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], request=InputSerializer, responses=ElementOutputSerializer,
-                   summary="Edit an element: the body is deep-merged into it")
+                   summary="Edit an element: the body is deep-merged into it", operation_id="element_edit")
     def patch(self, request: Request, element_type: str, name: str) -> Response:
         kind = _element_type(element_type)
         data = self.InputSerializer(data=request.data, partial=True)
@@ -335,7 +354,7 @@ class ElementDetailView(ElementsApiView):
         return Response(_element_out(element))
 
     @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses={204: None},
-                   summary="Delete an element (a backup revision is kept)")
+                   summary="Delete an element (a backup revision is kept)", operation_id="element_delete")
     def delete(self, request: Request, element_type: str, name: str) -> Response:
         caller = caller_from_request(request, via="api")
         services.element_delete(caller=caller, element=selectors.element_get(
@@ -349,25 +368,25 @@ class ElementSearchView(ElementsApiView):
     required_scope = {"GET": READ}
 
     class FilterSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ElementSearchFilter"
+
         q = serializers.CharField(max_length=MAX_SEARCH_QUERY - 1, help_text="Words to find (all of them)")
         type = serializers.CharField(required=False, help_text="Only this element type")
         page = serializers.IntegerField(required=False, min_value=1, default=1)
-        pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE,  # noqa: N815
+        pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE,
                                             default=DEFAULT_PAGE_SIZE)
 
-    class ResultSerializer(serializers.Serializer):
-        type = serializers.CharField(source="element_type")
-        element_name = serializers.CharField(source="name")
-        description = serializers.CharField()
-        matchedIn = serializers.ListField(child=serializers.CharField())  # noqa: N815
-
     class OutputSerializer(serializers.Serializer):
-        items = serializers.ListField(child=serializers.DictField())
+        class Meta:
+            ref_name = "ElementSearch"
+
+        items = SearchResultSerializer(many=True)
         pagination = PaginationSerializer()
         query = serializers.CharField()
 
     @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer,
-                   summary="Search names, descriptions, content and memory entries")
+                   summary="Search names, descriptions, content and memory entries", operation_id="elements_search")
     def get(self, request: Request) -> Response:
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
@@ -375,7 +394,8 @@ class ElementSearchView(ElementsApiView):
         kind = element_type_parse(params["type"]) if params.get("type") else None
         found, total = selectors.element_search(caller=caller_from_request(request, via="api"), text=params["q"],
                                                 element_type=kind, page=params["page"], page_size=params["pageSize"])
-        items = [{**self.ResultSerializer(element).data, "matchedIn": where} for element, where in found]
+        items = SearchResultSerializer([{"element_type": e.element_type, "name": e.name, "description": e.description,
+                                         "matched_in": where} for e, where in found], many=True).data
         return Response({"items": items, "pagination": _pagination(params["page"], params["pageSize"], total),
                          "query": params["q"]})
 
@@ -386,22 +406,32 @@ class MemoryEntriesView(ElementsApiView):
     required_scope = {"GET": READ, "POST": WRITE, "DELETE": DELETE}
 
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "MemoryEntryInput"
+
         content = serializers.CharField(trim_whitespace=False)
         tags = serializers.ListField(child=serializers.CharField(), required=False)
         metadata = serializers.DictField(required=False)
-        privacyLevel = serializers.ChoiceField(choices=MemoryEntry.Privacy.values, required=False)  # noqa: N815
-        expiresAt = serializers.DateTimeField(required=False, allow_null=True)  # noqa: N815
+        privacyLevel = serializers.ChoiceField(choices=MemoryEntry.Privacy.values, required=False)
+        expiresAt = serializers.DateTimeField(required=False, allow_null=True)
 
     class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "MemoryEntries"
+
         element_name = serializers.CharField()
         count = serializers.IntegerField()
         entries = EntryOutputSerializer(many=True)
 
     class ClearedSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "MemoryCleared"
+
         cleared = serializers.IntegerField()
         element_name = serializers.CharField()
 
-    @extend_schema(parameters=[NAME_PARAM], responses=OutputSerializer, summary="List a memory's entries")
+    @extend_schema(parameters=[NAME_PARAM], responses=OutputSerializer, summary="List a memory's entries",
+                   operation_id="memory_entries_list")
     def get(self, request: Request, name: str) -> Response:
         memory = selectors.element_get(caller=caller_from_request(request, via="api"),
                                        element_type=ElementType.MEMORY, name=name)
@@ -410,7 +440,7 @@ class MemoryEntriesView(ElementsApiView):
                                                "entries": entries}).data)
 
     @extend_schema(parameters=[NAME_PARAM], request=InputSerializer, responses={201: EntryOutputSerializer},
-                   summary="Add an entry to a memory")
+                   summary="Add an entry to a memory", operation_id="memory_entry_add")
     def post(self, request: Request, name: str) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -424,7 +454,7 @@ class MemoryEntriesView(ElementsApiView):
         return Response(EntryOutputSerializer(entry_data(entry)).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[NAME_PARAM], responses=ClearedSerializer,
-                   summary="Clear a memory's entries (a backup revision is kept)")
+                   summary="Clear a memory's entries (a backup revision is kept)", operation_id="memory_clear")
     def delete(self, request: Request, name: str) -> Response:
         caller = caller_from_request(request, via="api")
         memory = selectors.element_get(caller=caller, element_type=ElementType.MEMORY, name=name)
@@ -438,6 +468,9 @@ class TemplateRenderView(ElementsApiView):
     required_scope = {"POST": READ}  # rendering changes nothing
 
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "TemplateRenderInput"
+
         variables = serializers.DictField(required=False, allow_null=True,
                                           help_text="Values for the template's variables")
         section = serializers.CharField(required=False, help_text="style or script: return that raw section")
@@ -445,13 +478,16 @@ class TemplateRenderView(ElementsApiView):
                                                 help_text="Also return {template, style, script}")
 
     class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "TemplateRender"
+
         element_name = serializers.CharField()
         content = serializers.CharField()
         warnings = serializers.ListField(child=serializers.CharField())
         sections = serializers.DictField(child=serializers.CharField(), required=False)
 
     @extend_schema(parameters=[NAME_PARAM], request=InputSerializer, responses=OutputSerializer,
-                   summary="Render a template with variables")
+                   summary="Render a template with variables", operation_id="template_render")
     def post(self, request: Request, name: str) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -481,13 +517,16 @@ class ElementExportView(ElementsApiView):
     content_negotiation_class = JsonOnlyNegotiation
 
     class FilterSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ElementExportFilter"
+
         format = serializers.ChoiceField(choices=["json", "yaml"], required=False, default="json")
 
     @extend_schema(
         parameters=[TYPE_PARAM, NAME_PARAM, FilterSerializer],
         responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description="The package"),
                    (200, "text/yaml"): OpenApiResponse(OpenApiTypes.STR, description="The package as YAML")},
-        summary="Export an element as a package import takes back unchanged",
+        summary="Export an element as a package import takes back unchanged", operation_id="element_export",
     )
     def get(self, request: Request, element_type: str, name: str) -> Response | HttpResponse:
         filters = self.FilterSerializer(data=request.query_params)
@@ -505,16 +544,22 @@ class ElementImportView(ElementsApiView):
     required_scope = {"POST": WRITE}
 
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ElementImportInput"
+
         data = serializers.JSONField(help_text="The export package: an object, or its JSON or YAML text")
         overwrite = serializers.BooleanField(required=False, default=False,
                                              help_text="Replace an element of the same name (kept as a revision)")
 
     class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ElementImport"
+
         created = serializers.BooleanField(help_text="false when an element of the same name was replaced")
         element = ElementOutputSerializer()
 
     @extend_schema(request=InputSerializer, responses={201: OutputSerializer},
-                   summary="Import an element from an export package")
+                   summary="Import an element from an export package", operation_id="element_import")
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -523,5 +568,3 @@ class ElementImportView(ElementsApiView):
                                                    overwrite=data.validated_data["overwrite"])
         return Response({"created": created, "element": _element_out(element)}, status=status.HTTP_201_CREATED)
 
-
-__all__ = ["COMMON_FIELDS"]  # the shared fields ElementFieldsSerializer mirrors

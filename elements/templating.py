@@ -25,7 +25,7 @@ from elements.types import (
 )
 
 # ASCII, like the `\w` of the original's JavaScript, so a template means the same thing in both.
-PLACEHOLDER = re.compile(r"\{\{\s*([a-zA-Z_]\w*(?:\.[a-zA-Z_]\w*)*)\s*\}\}", re.ASCII)
+PLACEHOLDER = re.compile(r"\{\{\s*([a-zA-Z_]\w*(?:\.[a-zA-Z_]\w*)*)\s*\}\}")
 
 _NAME = re.compile(r"[a-zA-Z_]\w*", re.ASCII)
 # Bare tags only: `<template id="row">` is ordinary HTML inside a page, not a section marker.
@@ -278,7 +278,7 @@ def _value_for(name: str, variable: dict[str, Any], values: dict[str, Any]) -> A
 
 
 def _check_string(name: str, variable: dict[str, Any], value: Any) -> Any:
-    if False and variable.get("validation") is None and variable.get("options") is None:
+    if isinstance(value, dict | list) and variable.get("validation") is None and variable.get("options") is None:
         # Placeholders are declared as strings when saved, yet `{{user.name}}` needs a mapping under
         # `user`: structured values keep their shape, within the limits of declared arrays and objects.
         return _check_object(name, value) if isinstance(value, dict) else _check_array(name, value)

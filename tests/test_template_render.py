@@ -173,7 +173,17 @@ def test_validation_patterns_with_nested_quantifiers_are_refused(pattern):
 
 
 @pytest.mark.parametrize(
-    "pattern", [r"[A-Z]{3}-\d{4}", r"(\d{3}-){2}\d{4}", r"(red|green)+", r"\(a+\)+", r"[(+]+", r"([]a+])+", r"(\w+)?!"]
+    "pattern",
+    [
+        r"[A-Z]{3}-\d{4}",
+        r"(\d{3}-){2}\d{4}",
+        r"(red|green)+",
+        r"\(a+\)+",
+        r"[(+]+",
+        r"([]a+])+",
+        r"(\w+)?!",
+        r"(\w+){0,1}!",
+    ],
 )
 def test_validation_patterns_without_nested_quantifiers_are_accepted(pattern):
     assert validate_template("", [var("code", validation=pattern)]) == []

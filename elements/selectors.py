@@ -161,11 +161,18 @@ def _like(word: str) -> str:
     return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def _fts_phrase(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
+
 def _document_has(word: str) -> Q:
-    """Elements whose text holds `word`, case-insensitively, on either database."""
+    """Elements whose text holds `word`, case-insensitively, answered from each database's index."""
     if connection.vendor == "postgresql":
         # ILIKE on the indexed expression; Django's icontains (UPPER(...) LIKE) would miss the index.
         return Q(RawSQL(f"{ELEMENT_DOCUMENT} ILIKE %s", (_like(word),), output_field=BooleanField()))
+    if len(word) >= 3:  # the trigram index needs three characters; shorter words scan
+        return Q(RawSQL("elements_element.id IN (SELECT rowid FROM element_document WHERE element_document "
+                        "MATCH %s)", (_fts_phrase(word),), output_field=BooleanField()))
     return (Q(name__icontains=word) | Q(description__icontains=word) | Q(instructions__icontains=word)
             | Q(content__icontains=word))
 
@@ -173,6 +180,9 @@ def _document_has(word: str) -> Q:
 def _entry_has(word: str) -> Q:
     if connection.vendor == "postgresql":
         return Q(RawSQL("elements_memoryentry.content ILIKE %s", (_like(word),), output_field=BooleanField()))
+    if len(word) >= 3:
+        return Q(RawSQL("elements_memoryentry.id IN (SELECT rowid FROM entry_document WHERE entry_document "
+                        "MATCH %s)", (_fts_phrase(word),), output_field=BooleanField()))
     return Q(content__icontains=word)
 
 

@@ -320,6 +320,7 @@ def _session(caller: Caller) -> McpSession:
     return caller.session
 
 
+@transaction.atomic
 def activation_set(*, caller: Caller, elements: list[Element], via: Element | None = None) -> list[Activation]:
     """Make elements active in the caller's MCP session (already active ones stay as they are)."""
     session = _session(caller)
@@ -332,6 +333,7 @@ def activation_set(*, caller: Caller, elements: list[Element], via: Element | No
     return list(Activation.objects.filter(session=session, element__in=elements))
 
 
+@transaction.atomic
 def activation_clear(*, caller: Caller, element: Element) -> int:
     """Deactivate an element, and what its activation brought in if it is an ensemble."""
     session = _session(caller)
@@ -340,6 +342,7 @@ def activation_clear(*, caller: Caller, element: Element) -> int:
     return removed + brought
 
 
+@transaction.atomic
 def confirmation_request(*, caller: Caller, operation: str, element_type: str, level: str) -> None:
     """Note that a call was refused for want of this confirmation, so confirm_operation grants it."""
     session = _session(caller)

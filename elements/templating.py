@@ -25,7 +25,7 @@ from elements.types import (
 )
 
 # ASCII, like the `\w` of the original's JavaScript, so a template means the same thing in both.
-PLACEHOLDER = re.compile(r"\{\{\s*([a-zA-Z_]\w*(?:\.[a-zA-Z_]\w*)*)\s*\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*([a-zA-Z_]\w*(?:\.[a-zA-Z_]\w*)*)\s*\}\}", re.ASCII)
 
 _NAME = re.compile(r"[a-zA-Z_]\w*", re.ASCII)
 # Bare tags only: `<template id="row">` is ordinary HTML inside a page, not a section marker.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from datetime import datetime
@@ -20,6 +19,7 @@ from elements import validation
 from elements.fields import BODY_IS_INSTRUCTIONS, clean_fields, split_params
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
 from elements.packages import element_package
+from elements.portfolio import filename_for
 from elements.types import (
     MAX_ENTRY_CONTENT,
     MAX_ENTRY_METADATA_KEYS,
@@ -37,12 +37,9 @@ class ElementExists(DomainError):
     http_status = 409
 
 
-def _slug(name: str) -> str:
-    """The original's file name for an element: 'Debug Detective' -> 'debug-detective'."""
-    slug = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", name)
-    slug = re.sub(r"[\s_]+", "-", slug).lower()
-    slug = re.sub(r"[^a-z0-9-]", "-", slug)
-    return re.sub(r"-+", "-", slug).strip("-") or "unnamed"
+def _unique_id(element_type: ElementType, name: str, when: datetime) -> str:
+    # The random tail keeps two names with the same file name, made in one second, apart.
+    return f"{element_type.value}_{filename_for(name)}_{when:%Y%m%d-%H%M%S}_{secrets.token_hex(3)}"
 
 
 def _check_owner(caller: Caller, owner_id: int) -> None:
@@ -86,7 +83,7 @@ def element_create(
         with transaction.atomic():
             element = Element.objects.create(
                 owner=owner, element_type=element_type, name=name,
-                unique_id=unique_id or f"{element_type.value}_{_slug(name)}_{now:%Y%m%d-%H%M%S}",
+                unique_id=unique_id or _unique_id(element_type, name, now),
                 format_version=format_version, created=created or now, modified=now, **values,
             )
     except IntegrityError as exc:  # a concurrent create of the same name won the race
@@ -195,18 +192,55 @@ def element_restore(*, caller: Caller, revision: ElementRevision) -> Element:
     return element
 
 
-def _entry_fields(entry: dict[str, Any]) -> dict[str, Any]:
-    def when(value: object) -> datetime | None:
-        return parse_datetime(value) if isinstance(value, str) else None
+def _entry_clean(*, content: object, tags: object = None, metadata: object = None, privacy_level: object = None,
+                 trust_level: object = None) -> dict[str, Any]:
+    """The checked fields of one memory entry, from addEntry or an imported package."""
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("Missing required parameter 'content': the text of the entry.", code="content_required")
+    content, _flags = validation.normalize_text(content)
+    if len(content) > MAX_ENTRY_CONTENT:
+        raise InvalidInput(f"An entry is at most {MAX_ENTRY_CONTENT:,} characters (got {len(content):,}).",
+                           code="entry_too_large")
+    metadata = metadata or {}
+    if not isinstance(metadata, dict) or len(metadata) > MAX_ENTRY_METADATA_KEYS:
+        raise InvalidInput(f"Entry metadata must be an object with at most {MAX_ENTRY_METADATA_KEYS} keys.",
+                           code="invalid_metadata")
+    for key, value in metadata.items():
+        if not isinstance(value, str | int | float | bool | type(None)):
+            raise InvalidInput(f"metadata.{key} must be a string, number, boolean or null.", code="invalid_metadata")
+        if isinstance(value, str) and len(value) > MAX_ENTRY_METADATA_VALUE:
+            raise InvalidInput(f"metadata.{key} is longer than {MAX_ENTRY_METADATA_VALUE} characters.",
+                               code="invalid_metadata")
+    for value, allowed, field in ((privacy_level, MemoryEntry.Privacy.values, "privacyLevel"),
+                                  (trust_level, MemoryEntry.Trust.values, "trustLevel")):
+        if value is not None and value not in allowed:
+            raise InvalidInput(f"{field} must be one of {', '.join(allowed)}.", code="invalid_input")
+    return {"content": content, "tags": validation.clean_tags(tags or [])[:MAX_ENTRY_TAGS], "metadata": metadata,
+            "privacy_level": privacy_level or MemoryEntry.Privacy.PRIVATE,
+            "trust_level": trust_level or MemoryEntry.Trust.UNTRUSTED}
 
-    return {
-        "entry_id": str(entry.get("id") or _entry_id()), "content": str(entry.get("content", "")),
-        "tags": list(entry.get("tags") or [])[:MAX_ENTRY_TAGS], "metadata": dict(entry.get("metadata") or {}),
-        "timestamp": when(entry.get("timestamp")) or timezone.now(), "expires_at": when(entry.get("expiresAt")),
-        "privacy_level": entry.get("privacyLevel") or MemoryEntry.Privacy.PRIVATE,
-        "trust_level": entry.get("trustLevel") or MemoryEntry.Trust.UNTRUSTED,
-        "source": str(entry.get("source") or "")[:100],
-    }
+
+def _imported_entry(memory: Element, entry: object) -> MemoryEntry:
+    if not isinstance(entry, dict):
+        raise InvalidInput("Each entry must be an object.", code="invalid_package")
+
+    def when(key: str) -> datetime | None:
+        value = entry.get(key)
+        if value in (None, ""):
+            return None
+        try:
+            parsed = parse_datetime(value) if isinstance(value, str) else None
+        except ValueError:
+            parsed = None
+        if parsed is None:
+            raise InvalidInput(f"Entry {key} {value!r} is not an ISO 8601 date-time.", code="invalid_package")
+        return parsed
+
+    fields = _entry_clean(content=entry.get("content"), tags=entry.get("tags"), metadata=entry.get("metadata"),
+                          privacy_level=entry.get("privacyLevel"), trust_level=entry.get("trustLevel"))
+    return MemoryEntry(memory=memory, entry_id=str(entry.get("id") or _entry_id())[:40],
+                       timestamp=when("timestamp") or timezone.now(), expires_at=when("expiresAt"),
+                       source=str(entry.get("source") or "")[:100], **fields)
 
 
 @transaction.atomic
@@ -214,7 +248,8 @@ def element_import(
     *, caller: Caller, package: dict[str, Any], overwrite: bool = False, action: str = ElementRevision.Action.IMPORT,
     owner: User | None = None,
 ) -> tuple[Element, bool]:
-    """Create (or with `overwrite`, replace) an element from an export package. Returns (element, created)."""
+    """Create (or with `overwrite`, replace in place) an element from an export package.
+    Returns (element, created). A replaced element keeps its id, activations and history."""
     owner = owner or caller.user
     _check_owner(caller, owner.pk)
     element_type = element_type_parse(package["element_type"])
@@ -222,27 +257,34 @@ def element_import(
     params = {key: package[key] for key in ("description", "instructions", "content", "tags", "triggers",
                                             "category", "author", "version", "gatekeeper") if key in package}
     params["metadata"] = package.get("metadata") or {}
-    existing = Element.objects.filter(owner=owner, element_type=element_type, name=name).first()
+    format_version = package.get("format_version") if package.get("format_version") in ("v1", "v2") else "v2"
+    entries = package.get("entries") or []
+    if element_type is ElementType.MEMORY and (not isinstance(entries, list) or len(entries) > MAX_MEMORY_ENTRIES):
+        raise InvalidInput(f"entries must be a list of at most {MAX_MEMORY_ENTRIES}.", code="invalid_package")
+    existing = Element.objects.select_for_update().filter(owner=owner, element_type=element_type, name=name).first()
     if existing is not None and not overwrite:
         raise ElementExists(f"A {element_type.value} named '{name}' already exists. Pass overwrite: true to replace "
                             "it (its current version is kept as a revision).")
-    created_at = parse_datetime(package["created"]) if isinstance(package.get("created"), str) else None
+    if existing is None:
+        created_at = parse_datetime(package["created"]) if isinstance(package.get("created"), str) else None
+        element = element_create(caller=caller, element_type=element_type, name=name, params=params, action=action,
+                                 unique_id=str(package.get("unique_id") or "") or None, created=created_at,
+                                 format_version=format_version, owner=owner)
+    else:
+        element = existing
+        common, metadata = split_params(element_type, params)
+        common.setdefault("author", owner.get_username())
+        for field, value in clean_fields(element_type, common, metadata).items():
+            setattr(element, field, value)
+        element.format_version = format_version
+        element.modified = timezone.now()
+        element.save()
+        element.entries.all().delete()
+    if element_type is ElementType.MEMORY:
+        MemoryEntry.objects.bulk_create([_imported_entry(element, e) for e in entries])
     if existing is not None:
-        _revision(caller=caller, element=existing, action=ElementRevision.Action.UPDATE)
-        existing.delete()
-    element = element_create(
-        caller=caller, element_type=element_type, name=name, params=params, action=action,
-        unique_id=str(package.get("unique_id") or "") or None, created=created_at,
-        format_version=package.get("format_version") if package.get("format_version") in ("v1", "v2") else "v2",
-        owner=owner,
-    )
-    entries = package.get("entries") or []
-    if element_type is ElementType.MEMORY and entries:
-        if not isinstance(entries, list) or len(entries) > MAX_MEMORY_ENTRIES:
-            raise InvalidInput(f"entries must be a list of at most {MAX_MEMORY_ENTRIES}.", code="invalid_package")
-        MemoryEntry.objects.bulk_create(
-            [MemoryEntry(memory=element, **_entry_fields(e)) for e in entries if isinstance(e, dict)]
-        )
+        _revision(caller=caller, element=element, action=action)
+        _audit(caller, action, element, replaced=True)
     return element, existing is None
 
 
@@ -258,32 +300,11 @@ def memory_entry_add(
 ) -> MemoryEntry:
     """Append an entry to a memory. Past the entry cap or the size cap, the oldest entries go."""
     _check_owner(caller, memory.owner_id)
-    if not isinstance(content, str) or not content.strip():
-        raise InvalidInput("Missing required parameter 'content': the text of the entry.", code="content_required")
-    content, _flags = validation.normalize_text(content)
-    if len(content) > MAX_ENTRY_CONTENT:
-        raise InvalidInput(f"An entry is at most {MAX_ENTRY_CONTENT:,} characters (got {len(content):,}).",
-                           code="entry_too_large")
-    tags = validation.clean_tags(tags or [])[:MAX_ENTRY_TAGS]
-    metadata = metadata or {}
-    if not isinstance(metadata, dict) or len(metadata) > MAX_ENTRY_METADATA_KEYS:
-        raise InvalidInput(f"metadata must be an object with at most {MAX_ENTRY_METADATA_KEYS} keys.",
-                           code="invalid_metadata")
-    for key, value in metadata.items():
-        if isinstance(value, str) and len(value) > MAX_ENTRY_METADATA_VALUE:
-            raise InvalidInput(f"metadata.{key} is longer than {MAX_ENTRY_METADATA_VALUE} characters.",
-                               code="invalid_metadata")
-        if not isinstance(value, str | int | float | bool | type(None)):
-            raise InvalidInput(f"metadata.{key} must be a string, number, boolean or null.", code="invalid_metadata")
-    if privacy_level is not None and privacy_level not in MemoryEntry.Privacy.values:
-        raise InvalidInput(f"privacyLevel must be one of {', '.join(MemoryEntry.Privacy.values)}.",
-                           code="invalid_input")
+    fields = _entry_clean(content=content, tags=tags, metadata=metadata, privacy_level=privacy_level)
     # Lock the memory row: two concurrent adds must not both evict, or both skip eviction.
     Element.objects.select_for_update().filter(pk=memory.pk).first()
-    entry = MemoryEntry.objects.create(
-        memory=memory, entry_id=_entry_id(), content=content, tags=tags, metadata=metadata,
-        privacy_level=privacy_level or MemoryEntry.Privacy.PRIVATE, expires_at=expires_at, source=source[:100],
-    )
+    entry = MemoryEntry.objects.create(memory=memory, entry_id=_entry_id(), expires_at=expires_at,
+                                       source=source[:100], **fields)
     _evict_oldest(memory)
     Element.objects.filter(pk=memory.pk).update(modified=timezone.now())
     _audit(caller, "add_entry", memory, entry=entry.entry_id)

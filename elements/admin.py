@@ -1,0 +1,425 @@
+"""Curating elements in Django admin. Every write goes through elements.services, as the
+curator (Caller via admin), so it is validated, revisioned and audited like any client's."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import QuerySet
+from django.forms.fields import InvalidJSONInput
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+from django.views.decorators.http import require_POST
+
+from accounts.admin import admin_caller
+from accounts.caller import Caller
+from accounts.errors import DomainError
+from accounts.services import audit_record
+from elements import services
+from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
+from elements.packages import element_package
+from elements.types import ElementType
+
+# The fields a curator edits, named as element_create's params and element_edit's changes.
+EDITABLE = ("description", "instructions", "content", "tags", "triggers", "category", "author", "version",
+            "gatekeeper", "metadata")
+
+
+def _code_area(rows: int) -> forms.Textarea:
+    return forms.Textarea(attrs={"rows": rows, "class": "vLargeTextField",
+                                 "style": "font-family: monospace; width: 100%; box-sizing: border-box;"})
+
+
+class BodyField(forms.CharField):
+    """Instructions or content, kept exactly as typed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # Not stripped: an untouched body must compare equal to what is stored, or every save
+        # would count it as changed.
+        super().__init__(required=False, strip=False, widget=_code_area(20), **kwargs)
+
+    def to_python(self, value: Any) -> str:
+        # Browsers submit textarea lines with CRLF.
+        return super().to_python(value).replace("\r\n", "\n")
+
+
+class CommaSeparatedField(forms.CharField):
+    """A list of short strings (tags, triggers) edited as "a, b, c"."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, help_text="Separate them with commas.", **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        return ", ".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:
+        return [part.strip() for part in super().to_python(value).split(",") if part.strip()]
+
+
+class JsonObjectField(forms.JSONField):
+    """A JSON object, pretty-printed so it can be read and edited in a textarea."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, widget=_code_area(12), **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, InvalidJSONInput):
+            return value  # shown back as typed, next to the error
+        return "" if value is None else json.dumps(value, ensure_ascii=False, indent=2)
+
+    def to_python(self, value: Any) -> Any:
+        data = super().to_python(value)
+        if data is not None and not isinstance(data, dict):
+            raise ValidationError("Enter a JSON object, {…}.", code="not_an_object")
+        return data
+
+
+class _DryRun(Exception):
+    """Raised to roll back a service call made only to learn whether it succeeds."""
+
+
+def _validate_through(call: Callable[[], object]) -> None:
+    """Run `call` in a savepoint that is always rolled back; its refusal becomes a form error."""
+    try:
+        with transaction.atomic():
+            call()
+            raise _DryRun
+    except _DryRun:
+        return
+    except DomainError as exc:
+        raise ValidationError(exc.message, code=exc.code) from exc
+
+
+def _removed_keys(before: dict[str, Any], after: dict[str, Any], prefix: str = "") -> list[str]:
+    """Keys of `before` that `after` lacks, at every depth where both hold an object."""
+    removed = []
+    for key, old in before.items():
+        where = f"{prefix}{key}"
+        if key not in after:
+            removed.append(where)
+        elif isinstance(old, dict) and isinstance(after[key], dict):
+            removed += _removed_keys(old, after[key], f"{where}.")
+    return removed
+
+
+class ElementForm(forms.ModelForm):
+    """The element editor.
+
+    Validity is decided by the services alone: clean() makes the very call save_model will make,
+    in a savepoint that is rolled back, so a refusal is shown as a form error and nothing is written
+    while the input is invalid. Validating in clean() (rather than catching the error in save_model,
+    where admin can no longer show it on the form) keeps admin's own flow, its messages and its
+    inline handling intact.
+    """
+
+    caller: Caller  # set per request by ElementAdmin.get_form
+
+    instructions = BodyField()
+    content = BodyField()
+    tags = CommaSeparatedField()
+    triggers = CommaSeparatedField()
+    metadata = JsonObjectField(help_text="The type-specific fields and any others, as one JSON object.")
+    gatekeeper = JsonObjectField(help_text="A policy with allow, confirm, deny, scopeRestrictions or "
+                                           "externalRestrictions; empty for none.")
+
+    class Meta:
+        model = Element
+        fields = ("owner", "element_type", "name", "format_version", *EDITABLE)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned  # the field errors say what to fix; the service would only repeat them
+        if self.instance.pk is not None:
+            self._refuse_removed_keys(cleaned)
+        _validate_through(self.write)
+        return cleaned
+
+    def _post_clean(self) -> None:
+        """Skip the model's own checks: clean() ran the service, whose rules are the ones that count
+        (the model's would repeat a duplicate-name refusal in other words), and save_model reloads
+        the instance from what the service stored."""
+
+    def _refuse_removed_keys(self, cleaned: dict[str, Any]) -> None:
+        # element_edit merges changes into what is stored, so a key deleted here would silently stay.
+        removed = _removed_keys(self.instance.metadata, cleaned.get("metadata") or {})
+        if removed:
+            raise ValidationError(f"Edits merge into the stored metadata, so keys cannot be removed here "
+                                  f"({', '.join(removed)}). Put them back, or set them to null.")
+        policy = cleaned.get("gatekeeper")
+        if self.instance.gatekeeper and policy and _removed_keys(self.instance.gatekeeper, policy):
+            raise ValidationError("Edits merge into the stored gatekeeper policy, so parts of it cannot be removed "
+                                  "here. To replace it, empty the field and save, then enter the new policy.")
+
+    def write(self) -> Element:
+        """The service call this form stands for: element_create on add, element_edit with the
+        changed fields on change."""
+        data = self.cleaned_data
+        if self.instance.pk is None:
+            params = {field: data[field] for field in EDITABLE if field in data}
+            if not params.get("author"):
+                params.pop("author", None)  # so the service credits the owner
+            return services.element_create(
+                caller=self.caller, element_type=ElementType(data["element_type"]), name=data["name"],
+                params=params, format_version=data["format_version"], owner=data["owner"],
+            )
+        # A fresh copy: element_edit updates the instance it is given, and a dry run must not.
+        element = Element.objects.get(pk=self.instance.pk)
+        changes = {field: data[field] for field in self.changed_data if field in EDITABLE}
+        if not changes:
+            return element
+        return services.element_edit(caller=self.caller, element=element, changes=changes)
+
+
+class MemoryEntryInline(admin.TabularInline):
+    """A memory's entries, read-only: entries are appended by clients, and cleared with the action."""
+
+    model = MemoryEntry
+    fields = ("entry_id", "timestamp", "excerpt", "tags", "trust_level", "privacy_level")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    @admin.display(description="content")
+    def excerpt(self, entry: MemoryEntry) -> str:
+        return Truncator(entry.content).chars(120)
+
+    def has_add_permission(self, request: HttpRequest, obj: Element | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Element | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Element | None = None) -> bool:
+        return False
+
+
+def _history_query(owner_id: int, element_type: str, name: str) -> dict[str, Any]:
+    """The revisions of one element, followed by owner, type and name rather than by row: a
+    restore recreates the row, and a delete leaves its backup unlinked."""
+    return {"owner_id": owner_id, "element_type": element_type, "name": name}
+
+
+@admin.register(Element)
+class ElementAdmin(admin.ModelAdmin):
+    form = ElementForm
+    list_display = ("element_type", "name", "owner", "category", "version", "format_version", "modified")
+    list_display_links = ("name",)
+    # The element_type filter doubles as the per-type lists.
+    list_filter = ("element_type", "format_version", "category", "owner")
+    # "tags" searches the JSON text of the list.
+    search_fields = ("name", "description", "tags", "owner__username")
+    date_hierarchy = "modified"
+    list_select_related = ("owner",)
+    autocomplete_fields = ("owner",)
+    actions = ("export_elements", "clear_entries")
+
+    _BODY_FIELDSETS = (
+        ("Details", {"fields": ("description", "category", "author", "version", "tags", "triggers")}),
+        ("Body", {"fields": ("instructions", "content")}),
+        ("Structured fields", {"fields": ("metadata", "gatekeeper")}),
+    )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Element | None = None) -> Any:
+        if obj is None:
+            identity = ("owner", "element_type", "name", "format_version")
+        else:
+            identity = ("owner", "element_type", "name", "unique_id", "format_version", "created", "modified",
+                        "revision_history")
+        return ((None, {"fields": identity}), *self._BODY_FIELDSETS)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Element | None = None) -> Any:
+        if obj is None:
+            return ()
+        fields = ("owner", "element_type", "name", "unique_id", "format_version", "created", "modified",
+                  "revision_history")
+        # A memory's content is append-only: entries are its content.
+        return (*fields, "content") if obj.element_type == ElementType.MEMORY else fields
+
+    def get_inlines(self, request: HttpRequest, obj: Element | None) -> Any:
+        return [MemoryEntryInline] if obj is not None and obj.element_type == ElementType.MEMORY else []
+
+    def get_form(self, request: HttpRequest, obj: Element | None = None, change: bool = False,
+                 **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"caller": admin_caller(request)})
+
+    @admin.display(description="revisions")
+    def revision_history(self, element: Element) -> str:
+        query = _history_query(element.owner_id, element.element_type, element.name)
+        params = {"owner__id__exact": element.owner_id, "element_type": element.element_type, "name": element.name}
+        return format_html('<a href="{}?{}">{} revision(s)</a>', reverse("admin:elements_elementrevision_changelist"),
+                           urlencode(params), ElementRevision.objects.filter(**query).count())
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except DomainError as exc:
+            # The dry run in clean() passed but the real call was refused: something changed in
+            # between (a concurrent create of the same name). Admin's transaction has rolled back.
+            self.message_user(request, f"Nothing was saved: {exc.message}", level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    def save_model(self, request: HttpRequest, obj: Element, form: ElementForm, change: bool) -> None:
+        obj.pk = form.write().pk
+        obj.refresh_from_db()
+
+    def delete_model(self, request: HttpRequest, obj: Element) -> None:
+        services.element_delete(caller=admin_caller(request), element=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Element]) -> None:
+        caller = admin_caller(request)
+        for element in queryset:
+            services.element_delete(caller=caller, element=element)
+
+    @admin.action(description="Export selected elements as JSON")
+    def export_elements(self, request: HttpRequest, queryset: QuerySet[Element]) -> HttpResponse:
+        elements = list(queryset.prefetch_related("entries"))
+        packages = [element_package(e, entries=list(e.entries.all())) for e in elements]
+        # Curators can read anyone's private elements: an export is recorded like a write.
+        audit_record(caller=admin_caller(request), action="element.export", target=f"{len(elements)} element(s)",
+                     detail={"elements": [f"{e.element_type} '{e.name}' of {e.owner}" for e in elements]})
+        response = HttpResponse(json.dumps(packages, ensure_ascii=False, indent=2), content_type="application/json")
+        response["Content-Disposition"] = 'attachment; filename="atrium-elements.json"'
+        return response
+
+    @admin.action(description="Clear entries of selected memories")
+    def clear_entries(self, request: HttpRequest, queryset: QuerySet[Element]) -> None:
+        caller = admin_caller(request)
+        memories = list(queryset.filter(element_type=ElementType.MEMORY))
+        cleared = sum(services.memory_clear(caller=caller, memory=memory) for memory in memories)
+        self.message_user(request, f"Cleared {cleared} entries from {len(memories)} memory(ies).")
+        skipped = queryset.count() - len(memories)
+        if skipped:
+            self.message_user(request, f"Skipped {skipped} selected element(s) that are not memories.",
+                              level=messages.WARNING)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """For looking only. Delete stays allowed: admin refuses to delete a user or an element whose
+    deletion cascades into a model it may not delete."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+DiffLine = tuple[str, str]  # (kind, text): kind is header, hunk, added, removed or context
+
+
+def _pretty_lines(snapshot: object) -> list[str]:
+    return json.dumps(snapshot, ensure_ascii=False, indent=2, sort_keys=True).splitlines()
+
+
+def _line_kind(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "header"
+    if line.startswith("@@"):
+        return "hunk"
+    return {"+": "added", "-": "removed"}.get(line[:1], "context")
+
+
+def revision_previous(revision: ElementRevision) -> ElementRevision | None:
+    """The revision of the same element taken just before `revision`."""
+    earlier = ElementRevision.objects.filter(
+        **_history_query(revision.owner_id, revision.element_type, revision.name),
+        created_at__lte=revision.created_at,
+    ).exclude(created_at=revision.created_at, pk__gte=revision.pk)
+    return earlier.order_by("-created_at", "-pk").first()
+
+
+def revision_diff(revision: ElementRevision, previous: ElementRevision | None) -> list[DiffLine]:
+    """A unified diff of the two snapshots as pretty-printed JSON."""
+    lines = difflib.unified_diff(
+        _pretty_lines(previous.snapshot) if previous else [], _pretty_lines(revision.snapshot),
+        fromfile=str(previous) if previous else "(no earlier revision)", tofile=str(revision), lineterm="",
+    )
+    return [(_line_kind(line), line) for line in lines]
+
+
+@admin.register(ElementRevision)
+class ElementRevisionAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "element_type", "name", "owner", "action", "credential")
+    list_filter = ("action", "element_type", "created_at", "owner")
+    search_fields = ("name", "owner__username", "credential")
+    date_hierarchy = "created_at"
+    list_select_related = ("owner",)
+    fields = ("element", "owner", "element_type", "name", "action", "created_at", "credential")
+    change_form_template = "admin/elements/elementrevision/change_form.html"
+    actions = None  # revisions are the history; none is removed in bulk
+
+    def get_urls(self) -> list[URLPattern]:
+        restore = self.admin_site.admin_view(require_POST(self.restore_view))
+        return [path("<int:revision_id>/restore/", restore, name="elements_elementrevision_restore"),
+                *super().get_urls()]
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        revision = self.get_object(request, object_id)
+        if revision is not None:
+            previous = revision_previous(revision)
+            extra_context = {**(extra_context or {}), "previous": previous,
+                             "diff_lines": revision_diff(revision, previous),
+                             "can_restore": request.user.has_perm("elements.change_element")}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def restore_view(self, request: HttpRequest, revision_id: int) -> HttpResponse:
+        if not request.user.has_perm("elements.change_element"):
+            raise PermissionDenied
+        revision = get_object_or_404(ElementRevision, pk=revision_id)
+        try:
+            element = services.element_restore(caller=admin_caller(request), revision=revision)
+        except DomainError as exc:
+            self.message_user(request, f"Could not restore: {exc.message}", level=messages.ERROR)
+            return redirect("admin:elements_elementrevision_change", revision.pk)
+        self.message_user(request, f"Restored {element} from its {revision.action} revision of "
+                                   f"{revision.created_at:%Y-%m-%d %H:%M:%S}.")
+        return redirect("admin:elements_element_change", element.pk)
+
+
+def _session_prefix(session_id: str) -> str:
+    return f"{session_id[:10]}…"
+
+
+@admin.register(Activation)
+class ActivationAdmin(ReadOnlyAdmin):
+    list_display = ("session_short", "element", "via", "activated_at")
+    list_filter = ("element__element_type",)
+    search_fields = ("session__id", "element__name", "session__user__username")
+    list_select_related = ("element", "via")
+
+    @admin.display(description="session")
+    def session_short(self, activation: Activation) -> str:
+        return _session_prefix(activation.session_id)
+
+
+@admin.register(Confirmation)
+class ConfirmationAdmin(ReadOnlyAdmin):
+    list_display = ("session_short", "operation", "element_type", "level", "pending", "created_at")
+    list_filter = ("level", "pending", "operation")
+    search_fields = ("session__id", "operation", "session__user__username")
+
+    @admin.display(description="session")
+    def session_short(self, confirmation: Confirmation) -> str:
+        return _session_prefix(confirmation.session_id)
+
+
+@admin.register(UserSettings)
+class UserSettingsAdmin(ReadOnlyAdmin):
+    list_display = ("user", "values")
+    search_fields = ("user__username",)
+    list_select_related = ("user",)

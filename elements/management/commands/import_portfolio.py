@@ -1,0 +1,112 @@
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.db import transaction
+
+from accounts.caller import Caller
+from accounts.errors import DomainError
+from accounts.models import AuditEvent, User
+from elements.portfolio import iter_portfolio
+from elements.services import ElementExists, element_import
+
+OUTCOMES = ("created", "updated", "skipped", "refused")
+
+
+def _unstyled(text: str) -> str:
+    return text
+
+
+class Progress:
+    """`[#####.....] 12/40` redrawn in place on a terminal; one plain line per file in logs and pipes."""
+
+    width = 30
+
+    def __init__(self, out: OutputWrapper, total: int) -> None:
+        self.out = out
+        self.total = total
+        self.redraw = out.isatty()
+
+    def advance(self, done: int, label: str) -> None:
+        if not self.redraw:
+            self.out.write(f"{done}/{self.total} {label}", style_func=_unstyled)
+            return
+        filled = self.width * done // self.total
+        self.out.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{self.total}", ending="",
+                       style_func=_unstyled)
+        self.out.flush()
+
+    def finish(self) -> None:
+        if self.redraw:
+            self.out.write("", style_func=_unstyled)  # ends the bar's line
+
+
+def _import(caller: Caller, package: dict[str, Any], *, overwrite: bool, dry_run: bool) -> tuple[str, str]:
+    """Import one file's package in its own transaction: (outcome, reason it was refused)."""
+    try:
+        with transaction.atomic():
+            _, created = element_import(caller=caller, package=package, overwrite=overwrite)
+            if dry_run:
+                transaction.set_rollback(True)
+    except ElementExists:
+        return "skipped", ""
+    except DomainError as exc:
+        return "refused", exc.message
+    return ("created" if created else "updated"), ""
+
+
+class Command(BaseCommand):
+    help = ("Import a DollhouseMCP portfolio folder (personas/, skills/, templates/, agents/, ensembles/, "
+            "memories/) as USER's elements. A file that cannot be imported is reported and the rest go on.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("directory", type=Path, help="The portfolio folder, e.g. ~/.dollhouse/portfolio.")
+        parser.add_argument("--user", required=True, help="Username of the elements' owner.")
+        parser.add_argument("--overwrite", action="store_true",
+                            help="Replace elements that already exist (their current version is kept as a revision).")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="Check every file as a real import would, then write nothing.")
+
+    def handle(self, *args: Any, directory: Path, user: str, overwrite: bool, dry_run: bool, **options: Any) -> None:
+        owner = User.objects.filter(username=user).first()
+        if owner is None:
+            raise CommandError(f"No user {user!r}.")
+        if not directory.is_dir():
+            raise CommandError(f"{directory} is not a folder.")
+        # Read everything first: the progress bar needs the total, and reading is quick next to importing.
+        found = list(iter_portfolio(directory))
+        if not found:
+            raise CommandError(f"No element files in {directory}: expected personas/, skills/, templates/, agents/, "
+                               "ensembles/ or memories/ inside it.")
+        caller = Caller.trusted(owner, via=AuditEvent.Via.COMMAND)
+        counts: Counter[str] = Counter()
+        refusals: list[str] = []
+        progress = Progress(self.stderr, len(found))
+        for done, (path, package) in enumerate(found, start=1):
+            filename = path.relative_to(directory).as_posix()
+            if isinstance(package, str):
+                outcome, reason = "refused", package  # the message names the file already
+            else:
+                outcome, refusal = _import(caller, package, overwrite=overwrite, dry_run=dry_run)
+                reason = f"{filename}: {refusal}" if refusal else ""
+            counts[outcome] += 1
+            if reason:
+                refusals.append(reason)
+            progress.advance(done, filename)
+        progress.finish()
+        self._summary(directory, owner, counts, refusals, dry_run=dry_run)
+        if all(isinstance(package, str) for _, package in found):
+            raise CommandError(f"Nothing could be read from {directory}.")
+
+    def _summary(self, directory: Path, owner: User, counts: Counter[str], refusals: list[str], *,
+                 dry_run: bool) -> None:
+        heading = f"Portfolio {directory} into {owner.get_username()}'s elements"
+        self.stdout.write(heading + (" (dry run: nothing was written)" if dry_run else ""))
+        notes = {"skipped": "  (already exist; --overwrite replaces them)"}
+        for outcome in OUTCOMES:
+            self.stdout.write(f"  {outcome:<8} {counts[outcome]}{notes.get(outcome, '') if counts[outcome] else ''}")
+        if refusals:
+            self.stdout.write("Refused:")
+            for line in refusals:
+                self.stdout.write(f"  {line}")

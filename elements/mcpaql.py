@@ -253,10 +253,9 @@ def run_one(endpoint: Endpoint, payload: object, caller: Caller) -> dict[str, An
             data = route.handler(call)
     except DomainError as exc:
         return failure(exc.message)
-    result: dict[str, Any] = {"success": True, "data": data}
-    if call.warnings:
-        result["warnings"] = call.warnings
-    return result
+    if call.warnings and isinstance(data, dict):
+        data = {**data, "warnings": [*data.get("warnings", []), *call.warnings]}
+    return {"success": True, "data": data}
 
 
 def run(endpoint: Endpoint, payload: dict[str, Any], caller: Caller) -> dict[str, Any]:

@@ -157,6 +157,15 @@ def _full(element: Element) -> dict[str, Any]:
     return element_data(element, entries=entries)
 
 
+def _flag_invisible(call: Call, element: Element) -> None:
+    """Bidi overrides and zero-width characters are kept but reported: they can hide text."""
+    from elements.validation import normalize_text
+
+    for field in ("description", "instructions", "content"):
+        _, flags = normalize_text(getattr(element, field))
+        call.warnings.extend(f"{field}: {flag}" for flag in flags)
+
+
 def _get(call: Call) -> Element:
     return selectors.element_get(caller=call.caller, element_type=call.type_required(), name=call.name())
 
@@ -183,6 +192,7 @@ def create_element(call: Call) -> dict[str, Any]:
                                                                 "elementType")}
     element = services.element_create(caller=call.caller, element_type=element_type, name=call.name(),
                                       params=params)
+    _flag_invisible(call, element)
     return _full(element)
 
 
@@ -648,9 +658,9 @@ def _setting_value(key: str, value: object) -> Any:
     examples=('{"operation": "edit_element", "element_type": "skill", "params": {"element_name": "review", '
               '"input": {"tags": ["code"]}}}',))
 def edit_element(call: Call) -> dict[str, Any]:
-    element = _get(call)
-    changes = call.obj("input", required=True)
-    return _full(services.element_edit(caller=call.caller, element=element, changes=changes))
+    element = services.element_edit(caller=call.caller, element=_get(call), changes=call.obj("input", required=True))
+    _flag_invisible(call, element)
+    return _full(element)
 
 
 @operation("upgrade_element", Endpoint.UPDATE, "Upgrade an element from v1 (one body) to v2 (instructions and "

@@ -22,7 +22,7 @@ SCOPES: tuple[tuple[str, str], ...] = (
     ("elements:read", "Read your personas, skills, templates, agents, memories and ensembles"),
     ("elements:write", "Create and change your elements"),
     ("elements:delete", "Delete your elements"),
-    ("elements:execute", "Activate elements and run agents"),
+    ("elements:execute", "Confirm operations the gatekeeper asks about, and run agents"),
     ("workflows:read", "Read, validate and audit workflows"),
     ("workflows:write", "Create, change and delete workflows and skills"),
     ("runs:read", "See workflow runs and their history"),

@@ -19,7 +19,6 @@ import os
 import platform
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,11 +26,11 @@ import time
 from pathlib import Path
 
 import httpx
+from harness import BASE_DIR, free_port, manage, memory_mib
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-BASE_DIR = Path(__file__).resolve().parent.parent
 NEEDLE = "zephyr"
 
 SEED = """
@@ -62,27 +61,10 @@ print(Element.objects.filter(owner=user).count())
 """.replace("NEEDLE", NEEDLE)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def peak_rss_mib(pid: int) -> float:
-    """Peak resident memory (VmHWM) of a process and its children, in MiB."""
-    total = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            total += int(line.split()[1])
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            total += int(peak_rss_mib(int(child)) * 1024)
-    return total / 1024
 
 
-def manage(env: dict[str, str], *args: str) -> str:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, check=True,
-                          capture_output=True, text=True).stdout
 
 
 def summary(samples: list[float]) -> dict[str, float]:
@@ -149,7 +131,7 @@ async def over_http(env: dict[str, str], token: str, size: int, calls: int) -> d
                         raise
                     await asyncio.sleep(0.05)
         results["startup_s"] = round(startup, 2)
-        results["peak_rss_mib"] = round(peak_rss_mib(server.pid), 1)
+        results["peak_rss_mib"] = round(memory_mib(server.pid, "VmHWM"), 1)
         return results
     finally:
         server.terminate()
@@ -166,7 +148,7 @@ async def over_stdio(env: dict[str, str], size: int, calls: int) -> dict:
         startup = time.perf_counter() - started
         results = await measure(session, size, calls)
         pids = subprocess.run(["pgrep", "-f", "mcp_stdio --user bench"], capture_output=True, text=True).stdout
-        results["peak_rss_mib"] = round(max(peak_rss_mib(int(p)) for p in pids.split()), 1)
+        results["peak_rss_mib"] = round(max(memory_mib(int(p), "VmHWM") for p in pids.split()), 1)
     results["startup_s"] = round(startup, 2)
     return results
 

@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,32 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+from harness import BASE_DIR, free_port, manage, memory_mib
 
-BASE_DIR = Path(__file__).resolve().parent.parent
 ACCEPT = "application/json, text/event-stream"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def rss_mib(pid: int) -> float:
-    """Resident memory of a process and its children (gunicorn's workers), in MiB."""
-    total = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            total += int(line.split()[1])
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            total += int(rss_mib(int(child)) * 1024)
-    return total / 1024
 
 
-def manage(env: dict[str, str], *args: str) -> str:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, check=True,
-                          capture_output=True, text=True).stdout
 
 
 class Session:
@@ -116,7 +98,7 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        rss_idle = rss_mib(server.pid)
+        rss_idle = memory_mib(server.pid)
         session = Session(url, token)
         for _ in range(20):
             session.call()  # warm up
@@ -130,7 +112,7 @@ def main() -> None:
         with ThreadPoolExecutor(args.concurrency) as pool:
             runs = list(pool.map(lambda s: [s.call() for _ in range(per_client)], sessions))
         concurrent_rps = per_client * args.concurrency / (time.perf_counter() - started)
-        rss_after = rss_mib(server.pid)
+        rss_after = memory_mib(server.pid)
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -25,7 +24,8 @@ from elements import selectors, services, templating
 from elements.fields import TYPE_FIELDS
 from elements.models import Element, MemoryEntry
 from elements.packages import element_data, element_package, entry_data, package_load
-from elements.selectors import GROUP_BY_FIELDS, SORT_FIELDS, ListQuery
+from elements.portfolio import yaml_dump
+from elements.selectors import GROUP_BY_FIELDS, SORT_FIELDS, ListQuery, page_window, pagination
 from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_SEARCH_QUERY, ElementType, element_type_parse
 
 READ, WRITE, DELETE = "elements:read", "elements:write", "elements:delete"
@@ -90,22 +90,10 @@ def _params(element_type: ElementType, validated: dict[str, Any], data: object) 
     return {**validated, **extra}
 
 
-def _page(page: int | None, page_size: int | None, limit: int | None, offset: int | None) -> tuple[int, int]:
-    """page/pageSize or limit/offset, never a mix of the two."""
-    if (page is not None or page_size is not None) and (limit is not None or offset is not None):
-        raise InvalidInput("Conflicting pagination: use page/pageSize or limit/offset, not both.",
-                           code="invalid_pagination")
-    size = page_size or limit or DEFAULT_PAGE_SIZE
-    if offset is not None:
-        if offset % size:
-            raise InvalidInput(f"offset must be a multiple of limit ({size}).", code="invalid_pagination")
-        page = offset // size + 1
-    return page or 1, size
-
-
 def _list_query(element_type: ElementType, filters: dict[str, Any]) -> ListQuery:
-    page, size = _page(filters.get("page"), filters.get("pageSize"), filters.get("limit"), filters.get("offset"))
-    query = ListQuery(
+    page, size = page_window(page=filters.get("page"), page_size=filters.get("pageSize"),
+                             limit=filters.get("limit"), offset=filters.get("offset"))
+    return ListQuery(
         element_type=element_type, name_contains=filters.get("nameContains", ""),
         description_contains=filters.get("descriptionContains", ""), tags_all=tuple(filters.get("tags", ())),
         tags_any=tuple(filters.get("tagsAny", ())), author=filters.get("author", ""),
@@ -113,16 +101,6 @@ def _list_query(element_type: ElementType, filters: dict[str, Any]) -> ListQuery
         created_before=filters.get("createdBefore"), sort_by=filters.get("sortBy", "name"),
         sort_order=filters.get("sortOrder", "asc"), page=page, page_size=size,
     )
-    applied = {key: filters[key] for key in ("nameContains", "descriptionContains", "tags", "tagsAny", "author",
-                                             "category", "createdAfter", "createdBefore") if filters.get(key)}
-    object.__setattr__(query, "applied", applied)
-    return query
-
-
-def _pagination(page: int, page_size: int, total: int) -> dict[str, Any]:
-    pages = max(1, -(-total // page_size))
-    return {"page": page, "pageSize": page_size, "totalItems": total, "totalPages": pages,
-            "hasNextPage": page < pages, "hasPrevPage": page > 1}
 
 
 def _entries(element: Element) -> list[MemoryEntry] | None:
@@ -301,7 +279,7 @@ class ElementListCreateView(ElementsApiView):
         items, total = selectors.element_page(caller=caller, query=query)
         data: dict[str, Any] = {
             "items": ElementListItemSerializer(items, many=True).data,
-            "pagination": _pagination(query.page, query.page_size, total),
+            "pagination": pagination(query.page, query.page_size, total),
             "sorting": {"sortBy": query.sort_by, "sortOrder": query.sort_order},
             "element_type": query.element_type.value,
         }
@@ -396,7 +374,7 @@ class ElementSearchView(ElementsApiView):
                                                 element_type=kind, page=params["page"], page_size=params["pageSize"])
         items = SearchResultSerializer([{"element_type": e.element_type, "name": e.name, "description": e.description,
                                          "matched_in": where} for e, where in found], many=True).data
-        return Response({"items": items, "pagination": _pagination(params["page"], params["pageSize"], total),
+        return Response({"items": items, "pagination": pagination(params["page"], params["pageSize"], total),
                          "query": params["q"]})
 
 
@@ -535,7 +513,7 @@ class ElementExportView(ElementsApiView):
                                         element_type=_element_type(element_type), name=name)
         package = element_package(element, entries=_entries(element))
         if filters.validated_data["format"] == "yaml":
-            return HttpResponse(yaml.safe_dump(package, sort_keys=False, allow_unicode=True),
+            return HttpResponse(yaml_dump(package),
                                 content_type="text/yaml; charset=utf-8")
         return Response(package)
 

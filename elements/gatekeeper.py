@@ -65,6 +65,11 @@ class Decision:
         return self.level is Level.AUTO_APPROVE or self.satisfied_by is not None
 
 
+# Operations that touch no element, so a type restriction has nothing to restrict.
+TYPELESS_OPERATIONS = frozenset({"introspect", "get_build_info", "dollhouse_config", "query_logs",
+                                 "convert_skill_format", "confirm_operation", "deactivate_element"})
+
+
 def matches(operation: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatchcase(operation, p) for p in patterns)
 
@@ -77,13 +82,19 @@ def policy_level(
         if matches(operation, policy.deny):
             reason = f'Operation "{operation}" is blocked by active {policy.source}\'s deny policy.'
             return Level.DENY, reason, policy.source
-    if element_type:
-        for policy in policies:
-            blocked = element_type in policy.blocked_types
-            if blocked or (policy.allowed_types and element_type not in policy.allowed_types):
-                reason = (f'Operation "{operation}" on {element_type} elements is outside the scope allowed by '
-                          f"active {policy.source}.")
-                return Level.DENY, reason, policy.source
+    for policy in policies:
+        if not (policy.allowed_types or policy.blocked_types):
+            continue
+        if element_type is None and operation not in TYPELESS_OPERATIONS:
+            # Without a type the operation could reach any type, so a restricted session must name one.
+            reason = (f'Active {policy.source} restricts which element types may be used: pass element_type to '
+                      f'"{operation}".')
+            return Level.DENY, reason, policy.source
+        blocked = element_type in policy.blocked_types
+        if element_type and (blocked or (policy.allowed_types and element_type not in policy.allowed_types)):
+            reason = (f'Operation "{operation}" on {element_type} elements is outside the scope allowed by '
+                      f"active {policy.source}.")
+            return Level.DENY, reason, policy.source
     confirming = [p for p in policies if matches(operation, p.confirm)]
     if confirming:
         level = max(default, Level.CONFIRM_SESSION)
@@ -125,11 +136,13 @@ def decide(
         if level is Level.CONFIRM_SINGLE_USE and confirmation.level != "single_use":
             continue
         return Decision(level, reason, source, satisfied_by=confirmation)
+    sandbox = next((p for p in policies if matches("confirm_operation", p.deny)), None)
+    if sandbox is not None:
+        # Nothing can be confirmed in a sandboxed session, so a call that needs it is refused.
+        return Decision(Level.DENY, f'Operation "{operation}" needs a confirmation, and active {sandbox.source} '
+                                    "has sandboxed this session: nothing can be confirmed.", sandbox.source)
     if auto_confirm and can_be_elevated and not explicit:
         return Decision(Level.AUTO_APPROVE, "Approved by your auto-confirm setting.", None)
-    if not reason:
-        reason = ("Confirm it once per session." if level is Level.CONFIRM_SESSION
-                  else "It needs a confirmation each time.")
     return Decision(level, reason, source)
 
 

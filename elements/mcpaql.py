@@ -8,6 +8,7 @@ client sent to one endpoint and answers exactly `{success: true, data}` or
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -183,15 +184,40 @@ def _route_for(endpoint: Endpoint, name: object) -> Route:
     return route
 
 
-def _touches_gatekeeper(call: Call) -> bool:
+def _package_has_policy(data: object) -> bool:
+    """Whether an import's data (an object, JSON text or the YAML export) carries a policy."""
+    from elements.packages import package_load
+
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            try:
+                data = package_load(data)
+            except DomainError:
+                return False  # the operation itself reports what is wrong with it
+    if not isinstance(data, dict):
+        return False
+    return bool(data.get("gatekeeper") or (data.get("metadata") or {}).get("gatekeeper"))
+
+
+def _needs_explicit_confirmation(call: Call) -> bool:
+    """Calls that change who may do what: a gatekeeper policy, or the user's own settings (one of
+    which is auto-confirm). They need a single-use confirmation every time."""
+    params = call.params
     if call.operation == "create_element":
-        return bool(call.params.get("gatekeeper") or (call.params.get("metadata") or {}).get("gatekeeper"))
+        return bool(params.get("gatekeeper") or (params.get("metadata") or {}).get("gatekeeper"))
     if call.operation == "edit_element":
-        changes = call.params.get("input") or {}
-        return isinstance(changes, dict) and ("gatekeeper" in changes or "gatekeeper" in (changes.get("metadata")
-                                                                                          or {}))
-    # An imported package may carry a policy: every import is confirmed explicitly.
-    return call.operation == "import_element"
+        changes = params.get("input") or {}
+        return isinstance(changes, dict) and ("gatekeeper" in changes
+                                              or "gatekeeper" in (changes.get("metadata") or {}))
+    if call.operation == "import_element":
+        return _package_has_policy(params.get("data"))
+    if call.operation == "import_persona":
+        return _package_has_policy(params.get("source"))
+    if call.operation == "dollhouse_config":
+        return params.get("action") in ("set", "import", "reset")
+    return False
 
 
 def _gate(route: Route, call: Call) -> dict[str, Any] | None:
@@ -200,7 +226,7 @@ def _gate(route: Route, call: Call) -> dict[str, Any] | None:
         return None
     type_name = call.element_type.value if call.element_type else None
     policies = selectors.session_policies(caller=call.caller)
-    explicit = _touches_gatekeeper(call)
+    explicit = _needs_explicit_confirmation(call)
     if route.default_level is Level.AUTO_APPROVE and not policies and not explicit:
         return None  # the common read: nothing to look up beyond the active policies
     confirmations = selectors.session_confirmations(caller=call.caller)
@@ -225,8 +251,9 @@ def _gate(route: Route, call: Call) -> dict[str, Any] | None:
     if type_name:
         confirmation["element_type"] = type_name
     how = ("once per session" if level == "session" else "each time")
+    why = f" {decision.reason}" if decision.reason else ""
     return failure(
-        f'Operation "{route.name}" requires confirmation {how}. {decision.reason} Ask the user, then call '
+        f'Operation "{route.name}" requires confirmation {how}.{why} Ask the user, then call '
         f'mcp_aql_execute with {{"operation": "confirm_operation", "params": {{"operation": "{route.name}"'
         + (f', "element_type": "{type_name}"' if type_name else "") + "}} and retry.",
         confirmation=confirmation,

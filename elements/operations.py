@@ -6,6 +6,7 @@ parameters introspection reports.
 
 from __future__ import annotations
 
+import json
 import platform
 from importlib.metadata import version
 from typing import Any
@@ -18,10 +19,11 @@ from accounts.errors import InvalidInput, NotFound
 from accounts.models import AuditEvent
 from elements import ensembles, introspection, selectors, services, similarity, skill_format, templating
 from elements.fields import clean_fields, split_params
-from elements.gatekeeper import Level
+from elements.gatekeeper import Level, decide, matches
 from elements.mcpaql import ROUTES, Call, Endpoint, Param, operation
 from elements.models import Element
 from elements.packages import element_data, element_package, entry_data, package_load
+from elements.portfolio import yaml_dump
 from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_SEARCH_QUERY, ElementType, element_type_parse
 
 NAME = Param("element_name", "string", True, "Element name (case-sensitive)")
@@ -85,26 +87,13 @@ def select_fields(data: Any, fields: object) -> Any:
     return one(data) if isinstance(data, dict) else data
 
 
-def pagination(page: int, page_size: int, total: int) -> dict[str, Any]:
-    pages = max(1, -(-total // page_size))
-    return {"page": page, "pageSize": page_size, "totalItems": total, "totalPages": pages,
-            "hasNextPage": page < pages, "hasPrevPage": page > 1}
-
-
 def _page_params(call: Call, source: dict[str, Any]) -> tuple[int, int]:
-    size = call.number("pageSize", None, low=1, high=MAX_PAGE_SIZE, container=source)
-    limit = call.number("limit", None, low=1, high=MAX_PAGE_SIZE, container=source)
-    page = call.number("page", None, low=1, container=source)
-    offset = call.number("offset", None, low=0, container=source)
-    if page is not None and offset is not None:
-        raise InvalidInput("Conflicting pagination: cannot use both 'page' and 'offset'. Use page/pageSize or "
-                           "limit/offset.", code="invalid_pagination")
-    size = size or limit or DEFAULT_PAGE_SIZE
-    if offset is not None:
-        if offset % size:
-            raise InvalidInput(f"offset must be a multiple of the page size ({size}).", code="invalid_pagination")
-        page = offset // size + 1
-    return page or 1, size
+    return selectors.page_window(
+        page=call.number("page", None, low=1, container=source),
+        page_size=call.number("pageSize", None, low=1, high=MAX_PAGE_SIZE, container=source),
+        limit=call.number("limit", None, low=1, high=MAX_PAGE_SIZE, container=source),
+        offset=call.number("offset", None, low=0, container=source),
+    )
 
 
 def _list_query(call: Call, element_type: ElementType | None) -> selectors.ListQuery:
@@ -122,7 +111,7 @@ def _list_query(call: Call, element_type: ElementType | None) -> selectors.ListQ
             raise InvalidInput(f"{key} must be an ISO 8601 date-time.", code="invalid_filter")
         return parsed
 
-    query = selectors.ListQuery(
+    return selectors.ListQuery(
         element_type=element_type, name_contains=str(filters.get("nameContains") or ""),
         description_contains=str(filters.get("descriptionContains") or ""),
         tags_all=call.strings("tags", filters), tags_any=call.strings("tagsAny", filters),
@@ -131,10 +120,6 @@ def _list_query(call: Call, element_type: ElementType | None) -> selectors.ListQ
         created_before=when("createdBefore"), sort_by=str(sort.get("sortBy") or "name"),
         sort_order=str(sort.get("sortOrder") or "asc"), page=page, page_size=size,
     )
-    applied = {k: filters[k] for k in ("nameContains", "descriptionContains", "tags", "tagsAny", "author",
-                                       "category", "status", "createdAfter", "createdBefore") if filters.get(k)}
-    object.__setattr__(query, "applied", applied)
-    return query
 
 
 def _listing(call: Call, element_type: ElementType) -> dict[str, Any]:
@@ -144,7 +129,8 @@ def _listing(call: Call, element_type: ElementType) -> dict[str, Any]:
         return selectors.element_aggregate(caller=call.caller, query=query, group_by=aggregate.get("group_by"))
     items, total = selectors.element_page(caller=call.caller, query=query)
     data: dict[str, Any] = {
-        "items": [list_item(e) for e in items], "pagination": pagination(query.page, query.page_size, total),
+        "items": [list_item(e) for e in items],
+        "pagination": selectors.pagination(query.page, query.page_size, total),
         "sorting": {"sortBy": query.sort_by, "sortOrder": query.sort_order}, "element_type": element_type.value,
     }
     if query.applied:
@@ -218,8 +204,7 @@ def import_persona(call: Call) -> dict[str, Any]:
     if not source.lstrip().startswith("{"):
         raise InvalidInput("source must be JSON text: Atrium runs on a server and cannot read files from your "
                            "machine. Pass the file's contents instead.", code="invalid_source")
-    package = package_load(source) if '"element_type"' in source else package_load(
-        {"element_type": "persona", **_json_object(source)})
+    package = package_load({"element_type": "persona", **_json_object(source)})
     if element_type_parse(package["element_type"]) is not ElementType.PERSONA:
         raise InvalidInput("import_persona imports personas; use import_element for other types.",
                            code="invalid_source")
@@ -229,8 +214,6 @@ def import_persona(call: Call) -> dict[str, Any]:
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    import json
-
     try:
         value = json.loads(text)
     except ValueError as exc:
@@ -333,7 +316,7 @@ def search_elements(call: Call) -> dict[str, Any]:
     text = _search_text(call)
     page, size = _page_params(call, {**call.params, **(call.obj("pagination") or {})})
     items, total = _search_items(call, text, call.element_type, page, size)
-    data = {"items": items, "pagination": pagination(page, size, total), "query": text,
+    data = {"items": items, "pagination": selectors.pagination(page, size, total), "query": text,
             "sorting": {"sortBy": "relevance", "sortOrder": "desc"}}
     return select_fields(data, call.params.get("fields"))
 
@@ -371,7 +354,8 @@ def search(call: Call) -> dict[str, Any]:
         items, total = _search_items(call, _search_text(call), element_type, page, size)
         for item in items:
             item["source"] = "local"
-    data = {"results": items, "pagination": pagination(page, size, total), "query": text, "scopes": ["local"]}
+    data = {"results": items, "pagination": selectors.pagination(page, size, total), "query": text,
+            "scopes": ["local"]}
     return select_fields(data, call.params.get("fields"))
 
 
@@ -476,9 +460,7 @@ def export_element(call: Call) -> Any:
     if export_format == "json":
         return package
     if export_format == "yaml":
-        import yaml
-
-        return yaml.safe_dump(package, sort_keys=False, allow_unicode=True)
+        return yaml_dump(package)
     raise InvalidInput("format must be json or yaml.", code="invalid_parameter")
 
 
@@ -704,16 +686,14 @@ def clear(call: Call) -> dict[str, Any]:
     Param("element_type", "string", False, "Limit the confirmation to one element type")), level=Level.AUTO_APPROVE,
     gated=False)
 def confirm_operation(call: Call) -> dict[str, Any]:
-    from elements.gatekeeper import decide
-
     target = call.text("operation", required=True)
     route = ROUTES.get(target)
     if route is None or route.name == "confirm_operation":
         raise InvalidInput(f'Unknown operation to confirm: "{target}".', code="unknown_operation")
     policies = selectors.session_policies(caller=call.caller)
-    if any(p for p in policies if "confirm_operation" in p.deny):
-        source = next(p.source for p in policies if "confirm_operation" in p.deny)
-        raise InvalidInput(f"Operation cannot be confirmed: {source} has sandboxed this session.",
+    sandbox = next((p for p in policies if matches("confirm_operation", p.deny)), None)
+    if sandbox is not None:
+        raise InvalidInput(f"Operation cannot be confirmed: {sandbox.source} has sandboxed this session.",
                            code="sandboxed")
     type_name = call.element_type.value if call.element_type else ""
     decision = decide(operation=route.name, element_type=type_name or None, default=route.default_level,

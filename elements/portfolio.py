@@ -60,7 +60,8 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_str)
 
 
-def _dump(data: dict[str, Any]) -> str:
+def yaml_dump(data: dict[str, Any]) -> str:
+    """YAML that safe_yaml_load reads back to the same values (strings that look like numbers quoted)."""
     return yaml.dump(data, Dumper=_Dumper, sort_keys=True, allow_unicode=True, default_flow_style=False)
 
 
@@ -113,7 +114,7 @@ def markdown_from_package(package: dict[str, Any]) -> str:
         body = content
         if element_type is ElementType.PERSONA:
             body = f"# {package['element_name']}\n\n{content or package.get('description') or ''}"
-    text = f"---\n{_dump(matter)}---\n"
+    text = f"---\n{yaml_dump(matter)}---\n"
     return f"{text}\n{body}\n" if body else text
 
 
@@ -139,7 +140,7 @@ def memory_yaml_from_package(package: dict[str, Any]) -> str:
     for key in ("instructions", "content"):
         if package.get(key):
             document[key] = package[key]
-    return _dump(document)
+    return yaml_dump(document)
 
 
 def text_from_package(package: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ import json
 import operator
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
 from typing import Any
@@ -59,7 +59,16 @@ class ListQuery:
     sort_order: str = "asc"
     page: int = 1
     page_size: int = DEFAULT_PAGE_SIZE
-    applied: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def applied(self) -> dict[str, Any]:
+        """The filters in use, by the names clients send them under."""
+        values = {"nameContains": self.name_contains, "descriptionContains": self.description_contains,
+                  "tags": list(self.tags_all), "tagsAny": list(self.tags_any), "author": self.author,
+                  "category": self.category, "status": self.status if self.status != "all" else "",
+                  "createdAfter": self.created_after.isoformat() if self.created_after else "",
+                  "createdBefore": self.created_before.isoformat() if self.created_before else ""}
+        return {key: value for key, value in values.items() if value}
 
     def __post_init__(self) -> None:
         if self.sort_by not in SORT_FIELDS:
@@ -70,6 +79,26 @@ class ListQuery:
             raise InvalidInput("status must be active, inactive or all.", code="invalid_filter")
         if self.page < 1 or not 1 <= self.page_size <= MAX_PAGE_SIZE:
             raise InvalidInput(f"page starts at 1 and pageSize is 1 to {MAX_PAGE_SIZE}.", code="invalid_pagination")
+
+
+def page_window(*, page: int | None, page_size: int | None, limit: int | None, offset: int | None
+                ) -> tuple[int, int]:
+    """(page, page size) from page/pageSize or limit/offset; page and offset together conflict."""
+    if page is not None and offset is not None:
+        raise InvalidInput("Conflicting pagination: cannot use both 'page' and 'offset'. Use page/pageSize or "
+                           "limit/offset.", code="invalid_pagination")
+    size = page_size or limit or DEFAULT_PAGE_SIZE
+    if offset is not None:
+        if offset % size:
+            raise InvalidInput(f"offset must be a multiple of the page size ({size}).", code="invalid_pagination")
+        page = offset // size + 1
+    return page or 1, size
+
+
+def pagination(page: int, page_size: int, total: int) -> dict[str, Any]:
+    pages = max(1, -(-total // page_size))
+    return {"page": page, "pageSize": page_size, "totalItems": total, "totalPages": pages,
+            "hasNextPage": page < pages, "hasPrevPage": page > 1}
 
 
 def _json_array_has(column: str, values: tuple[str, ...], *, every: bool) -> Q:

@@ -42,6 +42,11 @@ def _unique_id(element_type: ElementType, name: str, when: datetime) -> str:
     return f"{element_type.value}_{filename_for(name)}_{when:%Y%m%d-%H%M%S}_{secrets.token_hex(3)}"
 
 
+def _default_author(owner: User) -> str:
+    settings = UserSettings.objects.filter(user=owner).values_list("values", flat=True).first() or {}
+    return settings.get("elements.default_author") or owner.get_username()
+
+
 def _check_owner(caller: Caller, owner_id: int) -> None:
     """Users change their own elements; staff curate anyone's, but only through admin."""
     if owner_id != caller.user.pk and not (caller.via == "admin" and caller.user.is_staff):
@@ -76,7 +81,7 @@ def element_create(
         raise ElementExists(f"A {element_type.value} named '{name}' already exists. Use edit_element to change it, "
                             "or choose another name.")
     common, metadata = split_params(element_type, params)
-    common.setdefault("author", owner.get_username())
+    common.setdefault("author", _default_author(owner))
     values = clean_fields(element_type, common, metadata)
     now = timezone.now()
     try:
@@ -273,7 +278,7 @@ def element_import(
     else:
         element = existing
         common, metadata = split_params(element_type, params)
-        common.setdefault("author", owner.get_username())
+        common.setdefault("author", _default_author(owner))
         for field, value in clean_fields(element_type, common, metadata).items():
             setattr(element, field, value)
         element.format_version = format_version

@@ -188,3 +188,22 @@ def test_import_persona_from_json(alice, portfolio):
 
     assert result["created"] is True and result["element"]["element_type"] == "persona"
     assert "cannot read files" in aql.fails("mcp_aql_create", "import_persona", source="/etc/passwd")
+
+
+def test_the_default_author_setting_applies_to_new_elements(alice, portfolio):
+    aql = portfolio(alice)
+    aql.ok("mcp_aql_read", "dollhouse_config", action="set", setting="elements.default_author", value="Team A")
+
+    skill(aql, "authored")
+
+    assert aql.ok("mcp_aql_read", "get_element", "skill", element_name="authored")["author"] == "Team A"
+
+
+def test_yaml_exports_keep_strings_that_look_like_numbers(alice, bob, portfolio):
+    aql = portfolio(alice)
+    skill(aql, "numbers", description="0o17", version="1.0.0")
+    package = aql.ok("mcp_aql_read", "export_element", "skill", element_name="numbers", format="yaml")
+
+    imported = portfolio(bob).ok("mcp_aql_create", "import_element", data=package)
+
+    assert imported["element"]["description"] == "0o17"

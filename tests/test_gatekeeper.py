@@ -202,6 +202,52 @@ class TestThroughMcp:
 
         assert aql.ok("mcp_aql_read", "dollhouse_config", action="get",
                       setting="gatekeeper.auto_confirm") == {"settings": {"gatekeeper.auto_confirm": False}}
+        refused = aql.call("mcp_aql_read", "dollhouse_config", action="set", setting="gatekeeper.auto_confirm",
+                           value=True)
         aql.ok("mcp_aql_read", "dollhouse_config", action="set", setting="gatekeeper.auto_confirm", value=True)
 
+        assert refused["success"] is False and refused["confirmation"]["level"] == "single_use"
         assert aql.call("mcp_aql_create", "create_element", "persona", **PERSONA)["success"] is True
+
+    def test_importing_a_policy_needs_an_explicit_confirmation(self, alice, portfolio):
+        aql = portfolio(alice)
+        aql.ok("mcp_aql_execute", "confirm_operation", operation="import_persona")
+        source = '{"element_name": "pp", "description": "d", "instructions": "You ARE x.", ' \
+                 '"gatekeeper": {"allow": ["*"]}}'
+
+        refused = aql.call("mcp_aql_create", "import_persona", source=source)
+        plain = aql.call("mcp_aql_create", "import_persona",
+                         source='{"element_name": "qq", "description": "d", "instructions": "You ARE y."}')
+
+        assert refused["success"] is False and refused["confirmation"]["level"] == "single_use"
+        assert plain["success"] is True, plain
+        assert list(Element.objects.values_list("name", flat=True)) == ["qq"]
+
+    def test_a_glob_can_sandbox_and_a_sandbox_outranks_auto_confirm(self, alice, portfolio):
+        aql = portfolio(alice)
+        aql.ok("mcp_aql_read", "dollhouse_config", action="set", setting="gatekeeper.auto_confirm", value=True)
+        aql.ok("mcp_aql_create", "create_element", "persona",
+               **{**PERSONA, "gatekeeper": {"deny": ["confirm_*"]}})
+        aql.ok("mcp_aql_read", "activate_element", "persona", element_name="reviewer")
+
+        confirming = aql.fails("mcp_aql_execute", "confirm_operation", operation="edit_element")
+        creating = aql.call("mcp_aql_create", "create_element", "skill", element_name="s", description="d",
+                            content="c")
+
+        assert "sandboxed" in confirming
+        assert creating["success"] is False and "sandboxed" in creating["error"]
+        assert "confirmation" not in creating
+
+    def test_a_type_restriction_needs_calls_to_name_a_type(self, alice, portfolio):
+        aql = portfolio(alice)
+        aql.ok("mcp_aql_create", "create_element", "skill", element_name="skills-only", description="d",
+               content="c", gatekeeper={"scopeRestrictions": {"allowedTypes": ["skill"]}})
+        aql.ok("mcp_aql_read", "activate_element", "skill", element_name="skills-only")
+
+        untyped = aql.fails("mcp_aql_read", "search_elements", query="d")
+        typed = aql.call("mcp_aql_read", "search_elements", "skill", query="d")
+        other = aql.fails("mcp_aql_read", "list_elements", "persona")
+
+        assert "pass element_type" in untyped
+        assert typed["success"] is True
+        assert "outside the scope" in other

@@ -9,6 +9,27 @@ from accounts.models import AuditEvent, User
 from accounts.services import token_create
 
 
+def demo_content(caller: Caller) -> None:
+    """A few elements to try the tools on."""
+    from elements.services import element_create, memory_entry_add
+    from elements.types import ElementType
+
+    element_create(caller=caller, element_type=ElementType.PERSONA, name="code-reviewer", params={
+        "description": "A careful reviewer who explains every finding.",
+        "instructions": "You ARE a meticulous code reviewer. ALWAYS explain why a change matters, "
+                        "and suggest the smallest fix.", "tags": ["review", "code"], "triggers": ["review"]})
+    element_create(caller=caller, element_type=ElementType.SKILL, name="debugging", params={
+        "description": "A method for finding bugs.", "triggers": ["debug"], "category": "development",
+        "content": "1. Reproduce the bug.\n2. Shrink the input.\n3. Bisect the change.\n4. Fix, then add a test."})
+    element_create(caller=caller, element_type=ElementType.TEMPLATE, name="bug-report", params={
+        "description": "A bug report.", "content": "## {{title}}\n\nSteps to reproduce:\n{{steps}}\n\n"
+                                                  "Expected: {{expected}}"})
+    notes = element_create(caller=caller, element_type=ElementType.MEMORY, name="project-notes", params={
+        "description": "Things to remember about this project."})
+    memory_entry_add(caller=caller, memory=notes, content="The team prefers small pull requests.",
+                     tags=["process"])
+
+
 class Command(BaseCommand):
     help = "Create the demo user once, then print the MCP URL and a fresh personal token for it."
 
@@ -17,6 +38,7 @@ class Command(BaseCommand):
         if user is None:
             password = secrets.token_urlsafe(12)
             user = User.objects.create_superuser("demo", email="demo@example.com", password=password)
+            demo_content(Caller.trusted(user, via=AuditEvent.Via.COMMAND))
             password_line = f"password {password}  (shown once; change it with: manage.py changepassword demo)"
         else:
             password_line = "password as printed when it was created (reset: manage.py changepassword demo)"

@@ -1,0 +1,32 @@
+"""What the benchmarks share: the project's paths, free ports, process memory, manage.py."""
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def memory_mib(pid: int, field: str = "VmRSS") -> float:
+    """A /proc memory figure (VmRSS now, VmHWM peak) of a process and its children, in MiB.
+    Children count because gunicorn's workers do the serving."""
+    total = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            total += int(line.split()[1])
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += int(memory_mib(int(child), field) * 1024)
+    return total / 1024
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, check=True,
+                          capture_output=True, text=True).stdout

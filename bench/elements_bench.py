@@ -186,7 +186,7 @@ def main() -> None:
                 seeded = time.perf_counter()
                 subprocess.run([sys.executable, "-c", SEED], cwd=BASE_DIR, env=env, check=True, capture_output=True)
                 if args.database_url:
-                    subprocess.run(["psql", url, "-qc", "ANALYZE"], check=True)
+                    subprocess.run(["psql", url, "-qc", "VACUUM ANALYZE"], check=True)
                 entry = {"seed_s": round(time.perf_counter() - seeded, 1)}
                 if "http" in args.transports:
                     entry["http"] = asyncio.run(over_http(env, token, size, args.calls))

@@ -136,6 +136,7 @@ def _filtered(caller: Caller, query: ListQuery) -> QuerySet[Element]:
     return elements
 
 
+DEEP_PAGE = 1000  # offsets from which a page is read in two steps
 LIST_COLUMNS = ("element_type", "name", "description", "version", "tags", "created", "author", "category",
                 "modified")
 
@@ -144,10 +145,19 @@ def element_page(*, caller: Caller, query: ListQuery) -> tuple[list[Element], in
     """One page of elements (list columns only) and the exact total."""
     elements = _filtered(caller, query)
     column = SORT_FIELDS[query.sort_by]
-    order = [column if query.sort_order == "asc" else f"-{column}", "pk"]
+    order = [column if query.sort_order == "asc" else f"-{column}"]
+    if query.sort_by != "name" or query.element_type is None:
+        order.append("pk")  # names are unique per type; anything else needs a tie-breaker
     start = (query.page - 1) * query.page_size
+    window = slice(start, start + query.page_size)
+    if start < DEEP_PAGE:
+        page = list(elements.only(*LIST_COLUMNS).order_by(*order)[window])
+    else:
+        # Deep pages skip their offset in the index alone, then read just the rows they show.
+        ids = list(elements.order_by(*order).values_list("pk", flat=True)[window])
+        rows = Element.objects.only(*LIST_COLUMNS).in_bulk(ids)
+        page = [rows[pk] for pk in ids]
     # A separate count beats COUNT(*) OVER (): the window makes the database read every row.
-    page = list(elements.only(*LIST_COLUMNS).order_by(*order)[start:start + query.page_size])
     return page, elements.count()
 
 
@@ -175,66 +185,64 @@ def element_aggregate(*, caller: Caller, query: ListQuery, group_by: str | None)
 
 
 def _words(text: str) -> list[str]:
-    """The original's search normalisation: lowercase, '-', '_' and whitespace as spaces."""
-    return [w for w in re.split(r"[\s\-_]+", text.lower()) if w]
+    """Search terms: the words of `text`, lowercased, split on anything but letters and digits."""
+    return [w for w in re.split(r"[\W_]+", text.lower()) if w]
+
+
+def _has_terms(text: str, words: list[str]) -> bool:
+    """The search contract: every term starts a word of the text."""
+    present = _words(text)
+    return all(any(p.startswith(w) for p in present) for w in words)
 
 
 def _matched_in(element: Element, words: list[str], entry_hit: bool) -> list[str]:
     fields = {"name": element.name, "description": element.description,
               "content": f"{element.instructions}\n{element.content}"}
-    found = [label for label, text in fields.items()
-             if all(w in " ".join(_words(text)) for w in words)]
+    found = [label for label, text in fields.items() if _has_terms(text, words)]
     if entry_hit:
         found.append("entries")
     return found
 
 
-# The same expression as the PostgreSQL trigram index (migration 0002), so the planner uses it.
-ELEMENT_DOCUMENT = "(elements_element.name || ' ' || elements_element.description || ' ' || " \
-    "elements_element.instructions || ' ' || elements_element.content)"
+# The same expression as the PostgreSQL full-text index (migration 0002), so the planner uses it.
+ELEMENT_VECTOR = ("to_tsvector('simple', elements_element.name || ' ' || elements_element.description || ' ' || "
+                  "elements_element.instructions || ' ' || elements_element.content)")
 
 
-def _like(word: str) -> str:
-    return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+def _tsquery(words: list[str]) -> str:
+    return " & ".join(f"{w}:*" for w in words)
 
 
-def _fts_phrase(word: str) -> str:
-    return '"' + word.replace('"', '""') + '"'
+def _fts5_query(words: list[str]) -> str:
+    return " AND ".join(f'"{w}"*' for w in words)
 
 
-def _document_has(word: str) -> Q:
-    """Elements whose text holds `word`, case-insensitively, answered from each database's index."""
+def _document_match(words: list[str]) -> Q:
+    """Elements whose text has a word starting with each term, answered from each database's index."""
     if connection.vendor == "postgresql":
-        # ILIKE on the indexed expression; Django's icontains (UPPER(...) LIKE) would miss the index.
-        return Q(RawSQL(f"{ELEMENT_DOCUMENT} ILIKE %s", (_like(word),), output_field=BooleanField()))
-    if len(word) >= 3:  # the trigram index needs three characters; shorter words scan
-        return Q(RawSQL("elements_element.id IN (SELECT rowid FROM element_document WHERE element_document "
-                        "MATCH %s)", (_fts_phrase(word),), output_field=BooleanField()))
-    return (Q(name__icontains=word) | Q(description__icontains=word) | Q(instructions__icontains=word)
-            | Q(content__icontains=word))
+        return Q(RawSQL(f"{ELEMENT_VECTOR} @@ to_tsquery('simple', %s)", (_tsquery(words),),
+                        output_field=BooleanField()))
+    return Q(RawSQL("elements_element.id IN (SELECT rowid FROM element_document WHERE element_document MATCH %s)",
+                    (_fts5_query(words),), output_field=BooleanField()))
 
 
-def _entry_has(word: str) -> Q:
+def _entry_match(words: list[str]) -> Q:
     if connection.vendor == "postgresql":
-        return Q(RawSQL("elements_memoryentry.content ILIKE %s", (_like(word),), output_field=BooleanField()))
-    if len(word) >= 3:
-        return Q(RawSQL("elements_memoryentry.id IN (SELECT rowid FROM entry_document WHERE entry_document "
-                        "MATCH %s)", (_fts_phrase(word),), output_field=BooleanField()))
-    return Q(content__icontains=word)
+        return Q(RawSQL("to_tsvector('simple', elements_memoryentry.content) @@ to_tsquery('simple', %s)",
+                        (_tsquery(words),), output_field=BooleanField()))
+    return Q(RawSQL("elements_memoryentry.id IN (SELECT rowid FROM entry_document WHERE entry_document MATCH %s)",
+                    (_fts5_query(words),), output_field=BooleanField()))
 
 
 def _ranked(elements: QuerySet[Element], words: list[str]) -> QuerySet[Element]:
-    """Name matches first; then, on PostgreSQL, full-text rank with word prefixes; then name."""
+    """Name matches first; then, on PostgreSQL, full-text rank and name similarity; then name."""
     name_hit = reduce(operator.and_, [Q(name__icontains=w) for w in words])
     elements = elements.annotate(
         name_hit=Case(When(name_hit, then=Value(True)), default=Value(False), output_field=BooleanField()))
-    terms = [re.sub(r"\W", "", w) for w in words]
-    terms = [t for t in terms if t]
-    if connection.vendor != "postgresql" or not terms:
+    if connection.vendor != "postgresql":
         return elements.order_by("-name_hit", "name", "pk")
-    query = " & ".join(f"{t}:*" for t in terms)
-    rank = RawSQL(f"ts_rank(to_tsvector('simple', {ELEMENT_DOCUMENT}), to_tsquery('simple', %s))", (query,),
-                  output_field=FloatField())
+    rank = RawSQL(f"ts_rank({ELEMENT_VECTOR}, to_tsquery('simple', %s)) + similarity(elements_element.name, %s)",
+                  (_tsquery(words), " ".join(words)), output_field=FloatField())
     return elements.annotate(rank=rank).order_by("-name_hit", "-rank", "name", "pk")
 
 
@@ -242,20 +250,19 @@ def element_search(
     *, caller: Caller, text: str, element_type: ElementType | None = None, page: int = 1,
     page_size: int = DEFAULT_PAGE_SIZE,
 ) -> tuple[list[tuple[Element, list[str]]], int]:
-    """Elements whose name, description, instructions, content or memory entries hold every word
-    of `text` (case-insensitive substrings, after the original's normalisation). Ordered by
-    relevance: name matches first, then (PostgreSQL) full-text rank, then name."""
+    """Elements with a word starting with every term of `text` in their name, description,
+    instructions, content or memory entries. Ordered by relevance: name matches first, then
+    (PostgreSQL) full-text rank and name similarity, then name."""
     words = _words(text)
     if not words:
         raise InvalidInput("Search query is required", code="query_required")
     elements = Element.objects.filter(owner=caller.user)
     if element_type is not None:
         elements = elements.filter(element_type=element_type)
-    entry_match = reduce(operator.and_, [_entry_has(w) for w in words])
-    # Evaluated on its own: the raw ILIKE names the entry table, which a subquery would alias.
-    with_entries = set(MemoryEntry.objects.filter(entry_match, memory__owner=caller.user)
+    # Evaluated on its own: the raw match names the entry table, which a subquery would alias.
+    with_entries = set(MemoryEntry.objects.filter(_entry_match(words), memory__owner=caller.user)
                        .values_list("memory_id", flat=True))
-    matching = elements.filter(reduce(operator.and_, [_document_has(w) for w in words]) | Q(pk__in=with_entries))
+    matching = elements.filter(_document_match(words) | Q(pk__in=with_entries))
     total = matching.count()
     start = (page - 1) * page_size
     items = list(_ranked(matching, words)[start:start + page_size])

@@ -1,6 +1,6 @@
-"""PostgreSQL indexes behind element search: trigram GIN indexes that serve the case-insensitive
-substring match (ILIKE '%word%') on an element's text and on memory entries. SQLite has no such
-index type; its search scans the caller's elements instead."""
+"""PostgreSQL indexes behind element search: full-text (GIN over to_tsvector('simple', ...)) on an
+element's text and on memory entries, and a trigram index on names for similarity ranking. SQLite
+gets its counterpart in 0003."""
 
 from django.db import migrations
 
@@ -8,14 +8,16 @@ ELEMENT_DOCUMENT = "(name || ' ' || description || ' ' || instructions || ' ' ||
 
 FORWARD = [
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-    f"CREATE INDEX IF NOT EXISTS element_document_trgm ON elements_element USING gin ({ELEMENT_DOCUMENT} gin_trgm_ops)",
+    f"CREATE INDEX IF NOT EXISTS element_document_fts ON elements_element "
+    f"USING gin (to_tsvector('simple', {ELEMENT_DOCUMENT}))",
     "CREATE INDEX IF NOT EXISTS element_name_trgm ON elements_element USING gin (name gin_trgm_ops)",
-    "CREATE INDEX IF NOT EXISTS memoryentry_content_trgm ON elements_memoryentry USING gin (content gin_trgm_ops)",
+    "CREATE INDEX IF NOT EXISTS memoryentry_content_fts ON elements_memoryentry "
+    "USING gin (to_tsvector('simple', content))",
 ]
 BACKWARD = [
-    "DROP INDEX IF EXISTS element_document_trgm",
+    "DROP INDEX IF EXISTS element_document_fts",
     "DROP INDEX IF EXISTS element_name_trgm",
-    "DROP INDEX IF EXISTS memoryentry_content_trgm",
+    "DROP INDEX IF EXISTS memoryentry_content_fts",
 ]
 
 

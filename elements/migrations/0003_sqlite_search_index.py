@@ -1,13 +1,13 @@
-"""SQLite's counterpart of the PostgreSQL trigram indexes: FTS5 tables with the trigram
-tokenizer, which answer case-insensitive substring matches from an index, kept in step with the
-element and memory-entry tables by triggers. PostgreSQL skips this migration."""
+"""SQLite's counterpart of the PostgreSQL full-text indexes: FTS5 tables (unicode61 words, with
+prefix indexes) kept in step with the element and memory-entry tables by triggers. PostgreSQL
+skips this migration."""
 
 from django.db import migrations
 
 ELEMENT_DOCUMENT = "{t}.name || ' ' || {t}.description || ' ' || {t}.instructions || ' ' || {t}.content"
 
 FORWARD = [
-    "CREATE VIRTUAL TABLE element_document USING fts5(document, tokenize='trigram')",
+    "CREATE VIRTUAL TABLE element_document USING fts5(document, prefix='2 3')",
     f"""CREATE TRIGGER element_document_insert AFTER INSERT ON elements_element BEGIN
         INSERT INTO element_document(rowid, document) VALUES (new.id, {ELEMENT_DOCUMENT.format(t='new')}); END""",
     """CREATE TRIGGER element_document_delete AFTER DELETE ON elements_element BEGIN
@@ -16,7 +16,7 @@ FORWARD = [
         UPDATE element_document SET document = {ELEMENT_DOCUMENT.format(t='new')} WHERE rowid = old.id; END""",
     f"INSERT INTO element_document(rowid, document) SELECT id, {ELEMENT_DOCUMENT.format(t='elements_element')} "
     "FROM elements_element",
-    "CREATE VIRTUAL TABLE entry_document USING fts5(document, tokenize='trigram')",
+    "CREATE VIRTUAL TABLE entry_document USING fts5(document, prefix='2 3')",
     """CREATE TRIGGER entry_document_insert AFTER INSERT ON elements_memoryentry BEGIN
         INSERT INTO entry_document(rowid, document) VALUES (new.id, new.content); END""",
     """CREATE TRIGGER entry_document_delete AFTER DELETE ON elements_memoryentry BEGIN

@@ -214,16 +214,17 @@ def _history_query(owner_id: int, element_type: str, name: str) -> dict[str, Any
 @admin.register(Element)
 class ElementAdmin(admin.ModelAdmin):
     form = ElementForm
-    list_display = ("element_type", "name", "owner", "category", "version", "format_version", "modified")
+    list_display = ("element_type", "name", "owner", "category", "version", "format_version", "published",
+                    "modified")
     list_display_links = ("name",)
     # The element_type filter doubles as the per-type lists.
-    list_filter = ("element_type", "format_version", "category", "owner")
+    list_filter = ("element_type", "published", "format_version", "category", "owner")
     # "tags" searches the JSON text of the list.
     search_fields = ("name", "description", "tags", "owner__username")
     date_hierarchy = "modified"
     list_select_related = ("owner",)
     autocomplete_fields = ("owner",)
-    actions = ("export_elements", "clear_entries")
+    actions = ("export_elements", "clear_entries", "publish", "withdraw")
 
     _BODY_FIELDSETS = (
         ("Details", {"fields": ("description", "category", "author", "version", "tags", "triggers")}),
@@ -305,6 +306,22 @@ class ElementAdmin(admin.ModelAdmin):
         if skipped:
             self.message_user(request, f"Skipped {skipped} selected element(s) that are not memories.",
                               level=messages.WARNING)
+
+
+    def _set_published(self, request: HttpRequest, queryset: QuerySet[Element], published: bool) -> None:
+        caller = admin_caller(request)
+        for element in queryset:
+            services.element_publish(caller=caller, element=element, published=published)
+        where = "in" if published else "out of"
+        self.message_user(request, f"{queryset.count()} element(s) are now {where} the collection.")
+
+    @admin.action(description="Publish selected elements to the team collection")
+    def publish(self, request: HttpRequest, queryset: QuerySet[Element]) -> None:
+        self._set_published(request, queryset, True)
+
+    @admin.action(description="Withdraw selected elements from the team collection")
+    def withdraw(self, request: HttpRequest, queryset: QuerySet[Element]) -> None:
+        self._set_published(request, queryset, False)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -34,6 +34,9 @@ class Element(models.Model):
     format_version = models.CharField(max_length=2, choices=FormatVersion.choices, default=FormatVersion.V2)
     gatekeeper = models.JSONField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # Published by a curator to the team's collection: everyone can find it with search's
+    # collection scope; only its owner can change it.
+    published = models.BooleanField(default=False, db_index=True)
     created = models.DateTimeField(default=timezone.now)
     modified = models.DateTimeField(default=timezone.now)
 

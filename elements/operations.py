@@ -324,12 +324,12 @@ def search_elements(call: Call) -> dict[str, Any]:
 SEARCH_SCOPES = ("local", "github", "collection", "all")
 
 
-@operation("search", Endpoint.READ, "Unified search. Scope local searches your elements; github and collection "
-           "are not configured on this server.", params=(
-    Param("query", "string", True, "Search query ('*' with filters lists)"),
-    Param("scope", "string|array", False, "local (default), github, collection, all"),
+@operation("search", Endpoint.READ, "Unified search. Scope local searches your elements, collection the "
+           "elements curators published for the team, all both; github is not configured on this server.", params=(
+    Param("query", "string", True, "Search query ('*' with filters lists your elements)"),
+    Param("scope", "string|array", False, "local (default), collection, all, github"),
     Param("type", "string", False, "Filter by element type"), PAGE, Param("limit", "number", False, "Page size"),
-    Param("filters", "object", False, "{tags, author, createdAfter, createdBefore}"), FIELDS,
+    Param("filters", "object", False, "{tags, author, createdAfter, createdBefore} (local listing)"), FIELDS,
 ))
 def search(call: Call) -> dict[str, Any]:
     scopes = call.strings("scope") or ("local",)
@@ -337,25 +337,33 @@ def search(call: Call) -> dict[str, Any]:
     if unknown:
         raise InvalidInput(f"Unknown scope {', '.join(unknown)}. Scopes: {', '.join(SEARCH_SCOPES)}.",
                            code="invalid_scope")
-    remote = [s for s in scopes if s in ("github", "collection")]
-    if remote:
-        raise InvalidInput(f"The {' and '.join(remote)} scope is not configured on this server; search with "
-                           "scope 'local'.", code="scope_not_configured")
+    if "github" in scopes:
+        raise InvalidInput("The github scope is not configured on this server; search with scope local, "
+                           "collection or all.", code="scope_not_configured")
+    sources = ["local", "collection"] if "all" in scopes else [s for s in ("local", "collection") if s in scopes]
     element_type = element_type_parse(call.params["type"]) if call.params.get("type") else call.element_type
     page, size = _page_params(call, call.params)
     text = (call.text("query", required=True) or "").strip()
-    if text in ("", "*"):
-        call.params.setdefault("filters", {})
-        query = _list_query(call, element_type)
-        elements, total = selectors.element_page(caller=call.caller, query=query)
-        items = [{"type": e.element_type, "element_name": e.name, "description": e.description, "source": "local",
-                  "matchedIn": []} for e in elements]
-    else:
-        items, total = _search_items(call, _search_text(call), element_type, page, size)
-        for item in items:
-            item["source"] = "local"
+    items: list[dict[str, Any]] = []
+    total = 0
+    for source in sources:
+        if text in ("", "*") and source == "local":
+            call.params.setdefault("filters", {})
+            elements, count = selectors.element_page(caller=call.caller, query=_list_query(call, element_type))
+            found = [(e, []) for e in elements]
+        elif text in ("", "*"):
+            elements, count = selectors.collection_page(element_type=element_type, page=page, page_size=size)
+            found = [(e, []) for e in elements]
+        else:
+            found, count = selectors.element_search(caller=call.caller, text=_search_text(call),
+                                                    element_type=element_type, page=page, page_size=size,
+                                                    collection=source == "collection")
+        total += count
+        items += [{"type": e.element_type, "element_name": e.name, "description": e.description,
+                   "source": source, "matchedIn": where,
+                   **({"author": e.author} if source == "collection" else {})} for e, where in found]
     data = {"results": items, "pagination": selectors.pagination(page, size, total), "query": text,
-            "scopes": ["local"]}
+            "scopes": sources}
     return select_fields(data, call.params.get("fields"))
 
 

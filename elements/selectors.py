@@ -248,25 +248,37 @@ def _ranked(elements: QuerySet[Element], words: list[str]) -> QuerySet[Element]:
 
 def element_search(
     *, caller: Caller, text: str, element_type: ElementType | None = None, page: int = 1,
-    page_size: int = DEFAULT_PAGE_SIZE,
+    page_size: int = DEFAULT_PAGE_SIZE, collection: bool = False,
 ) -> tuple[list[tuple[Element, list[str]]], int]:
-    """Elements with a word starting with every term of `text` in their name, description,
-    instructions, content or memory entries. Ordered by relevance: name matches first, then
-    (PostgreSQL) full-text rank and name similarity, then name."""
+    """The caller's elements (or, with `collection`, everyone's published ones) with a word
+    starting with every term of `text` in their name, description, instructions, content or
+    memory entries. Ordered by relevance: name matches first, then (PostgreSQL) full-text rank and
+    name similarity, then name."""
     words = _words(text)
     if not words:
         raise InvalidInput("Search query is required", code="query_required")
-    elements = Element.objects.filter(owner=caller.user)
+    visible = Q(published=True) if collection else Q(owner=caller.user)
+    elements = Element.objects.filter(visible)
     if element_type is not None:
         elements = elements.filter(element_type=element_type)
     # Evaluated on its own: the raw match names the entry table, which a subquery would alias.
-    with_entries = set(MemoryEntry.objects.filter(_entry_match(words), memory__owner=caller.user)
+    entry_owner = Q(memory__published=True) if collection else Q(memory__owner=caller.user)
+    with_entries = set(MemoryEntry.objects.filter(_entry_match(words), entry_owner)
                        .values_list("memory_id", flat=True))
     matching = elements.filter(_document_match(words) | Q(pk__in=with_entries))
     total = matching.count()
     start = (page - 1) * page_size
     items = list(_ranked(matching, words)[start:start + page_size])
     return [(e, _matched_in(e, words, e.pk in with_entries)) for e in items], total
+
+
+def collection_page(*, element_type: ElementType | None, page: int, page_size: int) -> tuple[list[Element], int]:
+    """Published elements, by name: what the collection holds."""
+    elements = Element.objects.filter(published=True)
+    if element_type is not None:
+        elements = elements.filter(element_type=element_type)
+    start = (page - 1) * page_size
+    return list(elements.only(*LIST_COLUMNS).order_by("name", "pk")[start:start + page_size]), elements.count()
 
 
 def active_elements(*, caller: Caller, element_type: ElementType | None = None) -> list[Element]:

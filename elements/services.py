@@ -179,6 +179,18 @@ def element_upgrade(
 
 
 @transaction.atomic
+def element_publish(*, caller: Caller, element: Element, published: bool) -> Element:
+    """Put an element in the team's collection, or take it out. Curators do this in admin."""
+    if not (caller.via == "admin" and caller.user.is_staff):
+        raise Forbidden("Only curators publish to the collection, in admin.")
+    if element.published != published:
+        element.published = published
+        element.save(update_fields=["published"])
+        _audit(caller, "publish" if published else "withdraw", element)
+    return element
+
+
+@transaction.atomic
 def element_delete(*, caller: Caller, element: Element) -> ElementRevision:
     """Delete an element, keeping a backup revision it can be restored from."""
     _check_owner(caller, element.owner_id)

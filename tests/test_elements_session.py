@@ -3,6 +3,7 @@
 import pytest
 
 from elements.models import Activation
+from elements.types import ElementType
 
 pytestmark = pytest.mark.django_db
 
@@ -207,3 +208,43 @@ def test_yaml_exports_keep_strings_that_look_like_numbers(alice, bob, portfolio)
     imported = portfolio(bob).ok("mcp_aql_create", "import_element", data=package)
 
     assert imported["element"]["description"] == "0o17"
+
+
+def test_the_collection_scope_finds_what_curators_published(alice, bob, portfolio):
+    from accounts.caller import Caller
+    from elements.models import Element
+    from elements.services import element_publish
+
+    skill(portfolio(bob), "shared-debugging", description="Debug like the team does")
+    skill(portfolio(bob), "private-debugging", description="Bob's own way to debug")
+    curator = Caller.trusted(bob.user.__class__.objects.create_superuser("curator", "c@example.com", "pw"),
+                             via="admin")
+    element_publish(caller=curator, element=Element.objects.get(name="shared-debugging"), published=True)
+    aql = portfolio(alice)
+    skill(aql, "my-debugging")
+
+    collection = aql.ok("mcp_aql_read", "search", query="debug", scope="collection")
+    everything = aql.ok("mcp_aql_read", "search", query="debug", scope="all")
+    listed = aql.ok("mcp_aql_read", "search", query="*", scope="collection")
+
+    assert [(r["element_name"], r["source"], r["author"]) for r in collection["results"]] == [
+        ("shared-debugging", "collection", "bob")]
+    assert {(r["element_name"], r["source"]) for r in everything["results"]} == {
+        ("my-debugging", "local"), ("shared-debugging", "collection")}
+    assert [r["element_name"] for r in listed["results"]] == ["shared-debugging"]
+    assert "not configured" in aql.fails("mcp_aql_read", "search", query="x", scope="github")
+
+
+def test_only_curators_publish(alice):
+    from accounts.caller import Caller
+    from accounts.errors import Forbidden
+    from elements.models import Element
+    from elements.services import element_create, element_publish
+
+    caller = Caller.trusted(alice.user, via="mcp")
+    element = element_create(caller=caller, element_type=ElementType.SKILL, name="mine",
+                             params={"description": "d", "content": "c"})
+
+    with pytest.raises(Forbidden):
+        element_publish(caller=caller, element=element, published=True)
+    assert not Element.objects.get(pk=element.pk).published

@@ -31,3 +31,10 @@ SCOPES: tuple[tuple[str, str], ...] = (
 )
 
 ALL_SCOPES: frozenset[str] = frozenset(name for name, _ in SCOPES)
+
+
+def scopes_sync(scope_model: type) -> None:
+    """Make the Scope table match SCOPES (names and words). Data migrations call it with their
+    historical model, so it uses nothing but the model's manager."""
+    for name, description in SCOPES:
+        scope_model.objects.update_or_create(name=name, defaults={"description": description})

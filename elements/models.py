@@ -42,16 +42,14 @@ class Element(models.Model):
 
     class Meta:
         ordering = ["element_type", "name"]
-        # INCLUDE id (PostgreSQL): a page's offset is skipped in the index alone.
+        # On PostgreSQL, migration 0004 adds covering copies of these (INCLUDE id), so a deep
+        # page's offset is skipped in the index alone; SQLite's indexes hold the rowid already.
         constraints = [
-            models.UniqueConstraint(fields=["owner", "element_type", "name"], include=["id"],
-                                    name="element_unique_name_per_owner"),
+            models.UniqueConstraint(fields=["owner", "element_type", "name"], name="element_unique_name_per_owner"),
         ]
         indexes = [
-            models.Index(fields=["owner", "element_type", "modified"], include=["id"],
-                         name="element_owner_type_modified"),
-            models.Index(fields=["owner", "element_type", "created"], include=["id"],
-                         name="element_owner_type_created"),
+            models.Index(fields=["owner", "element_type", "modified"], name="element_owner_type_modified"),
+            models.Index(fields=["owner", "element_type", "created"], name="element_owner_type_created"),
         ]
 
     def __str__(self) -> str:

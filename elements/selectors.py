@@ -204,9 +204,8 @@ def _matched_in(element: Element, words: list[str], entry_hit: bool) -> list[str
     return found
 
 
-# The same expression as the PostgreSQL full-text index (migration 0002), so the planner uses it.
-ELEMENT_VECTOR = ("to_tsvector('simple', elements_element.name || ' ' || elements_element.description || ' ' || "
-                  "elements_element.instructions || ' ' || elements_element.content)")
+# PostgreSQL's stored, indexed tsvector of each element's text (migration 0002).
+ELEMENT_VECTOR = "elements_element.search_vector"
 
 
 def _tsquery(words: list[str]) -> str:
@@ -228,7 +227,7 @@ def _document_match(words: list[str]) -> Q:
 
 def _entry_match(words: list[str]) -> Q:
     if connection.vendor == "postgresql":
-        return Q(RawSQL("to_tsvector('simple', elements_memoryentry.content) @@ to_tsquery('simple', %s)",
+        return Q(RawSQL("elements_memoryentry.search_vector @@ to_tsquery('simple', %s)",
                         (_tsquery(words),), output_field=BooleanField()))
     return Q(RawSQL("elements_memoryentry.id IN (SELECT rowid FROM entry_document WHERE entry_document MATCH %s)",
                     (_fts5_query(words),), output_field=BooleanField()))

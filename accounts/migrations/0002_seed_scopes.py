@@ -1,12 +1,10 @@
 from django.db import migrations
 
-from accounts.scopes import SCOPES
+from accounts.scopes import scopes_sync
 
 
 def seed(apps, schema_editor):
-    Scope = apps.get_model("accounts", "Scope")
-    for name, description in SCOPES:
-        Scope.objects.update_or_create(name=name, defaults={"description": description})
+    scopes_sync(apps.get_model("accounts", "Scope"))
 
 
 class Migration(migrations.Migration):

@@ -1,6 +1,6 @@
-"""PostgreSQL indexes behind element search: full-text (GIN over to_tsvector('simple', ...)) on an
-element's text and on memory entries, and a trigram index on names for similarity ranking. SQLite
-gets its counterpart in 0003."""
+"""PostgreSQL behind element search: a stored, generated tsvector of each element's text (so ranking
+reads it instead of re-parsing the text) with a GIN index, the same for memory entries, and a
+trigram index on names for similarity ranking. SQLite gets its counterpart in 0003."""
 
 from django.db import migrations
 
@@ -8,16 +8,18 @@ ELEMENT_DOCUMENT = "(name || ' ' || description || ' ' || instructions || ' ' ||
 
 FORWARD = [
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-    f"CREATE INDEX IF NOT EXISTS element_document_fts ON elements_element "
-    f"USING gin (to_tsvector('simple', {ELEMENT_DOCUMENT}))",
+    f"ALTER TABLE elements_element ADD COLUMN search_vector tsvector "
+    f"GENERATED ALWAYS AS (to_tsvector('simple', {ELEMENT_DOCUMENT})) STORED",
+    "CREATE INDEX IF NOT EXISTS element_search_vector ON elements_element USING gin (search_vector)",
     "CREATE INDEX IF NOT EXISTS element_name_trgm ON elements_element USING gin (name gin_trgm_ops)",
-    "CREATE INDEX IF NOT EXISTS memoryentry_content_fts ON elements_memoryentry "
-    "USING gin (to_tsvector('simple', content))",
+    "ALTER TABLE elements_memoryentry ADD COLUMN search_vector tsvector "
+    "GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED",
+    "CREATE INDEX IF NOT EXISTS memoryentry_search_vector ON elements_memoryentry USING gin (search_vector)",
 ]
 BACKWARD = [
-    "DROP INDEX IF EXISTS element_document_fts",
+    "ALTER TABLE elements_element DROP COLUMN IF EXISTS search_vector",
     "DROP INDEX IF EXISTS element_name_trgm",
-    "DROP INDEX IF EXISTS memoryentry_content_fts",
+    "ALTER TABLE elements_memoryentry DROP COLUMN IF EXISTS search_vector",
 ]
 
 

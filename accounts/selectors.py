@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.caller import Caller
-from accounts.errors import NotFound
-from accounts.models import McpSession, PersonalToken, Scope
+from accounts.errors import InvalidInput, NotFound
+from accounts.models import AuditEvent, McpSession, PersonalToken, Scope
 
 
 def caller_describe(*, caller: Caller) -> dict[str, Any]:
@@ -73,3 +73,32 @@ def mcp_session_find(*, caller: Caller, session_id: str) -> McpSession | None:
     return McpSession.objects.filter(
         pk=session_id, user=caller.user, closed_at__isnull=True, last_seen_at__gte=idle
     ).first()
+
+
+SECURITY_ACTIONS = ("token", "oauth", "gatekeeper")
+
+
+def audit_category(action: str) -> str:
+    return "security" if action.split(".")[0] in SECURITY_ACTIONS else "application"
+
+
+def audit_events(
+    *, caller: Caller, category: str = "all", text: str = "", since: datetime | None = None,
+    until: datetime | None = None,
+) -> QuerySet[AuditEvent]:
+    """The caller's own audit trail, newest first."""
+    events = AuditEvent.objects.filter(actor=caller.user)
+    security = Q(action__regex=rf"^({'|'.join(SECURITY_ACTIONS)})\.")
+    if category == "security":
+        events = events.filter(security)
+    elif category == "application":
+        events = events.exclude(security)
+    elif category != "all":
+        raise InvalidInput("category must be all, security or application.", code="invalid_parameter")
+    if text:
+        events = events.filter(Q(action__icontains=text) | Q(target__icontains=text))
+    if since:
+        events = events.filter(at__gt=since)
+    if until:
+        events = events.filter(at__lt=until)
+    return events.order_by("-at", "-id")

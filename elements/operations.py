@@ -16,7 +16,7 @@ from django.db import connection
 from django.utils.dateparse import parse_datetime
 
 from accounts.errors import InvalidInput, NotFound
-from accounts.models import AuditEvent
+from accounts.selectors import audit_category, audit_events
 from elements import ensembles, introspection, selectors, services, similarity, skill_format, templating
 from elements.fields import clean_fields, split_params
 from elements.gatekeeper import Level, decide, matches
@@ -564,30 +564,21 @@ LOG_LEVELS = ("debug", "info", "warn", "error")
                    Param("until", "string", False, "ISO 8601: entries before"),
                    Param("limit", "number", False, "1-500", 50), Param("offset", "number", False, "Skip", 0)))
 def query_logs(call: Call) -> dict[str, Any]:
-    events = AuditEvent.objects.filter(actor=call.caller.user)
-    category = call.text("category") or "all"
-    if category == "security":
-        events = events.filter(action__regex=r"^(token|oauth|gatekeeper)\.")
-    elif category == "application":
-        events = events.exclude(action__regex=r"^(token|oauth|gatekeeper)\.")
-    elif category != "all":
-        raise InvalidInput("category must be all, security or application.", code="invalid_parameter")
-    if call.text("message"):
-        events = events.filter(action__icontains=call.params["message"]) | events.filter(
-            target__icontains=call.params["message"])
-    for key, lookup in (("since", "at__gt"), ("until", "at__lt")):
-        if call.text(key):
-            moment = parse_datetime(call.params[key])
-            if moment is None:
-                raise InvalidInput(f"{key} must be an ISO 8601 date-time.", code="invalid_parameter")
-            events = events.filter(**{lookup: moment})
+    def moment(key: str) -> Any:
+        if not call.text(key):
+            return None
+        parsed = parse_datetime(call.params[key])
+        if parsed is None:
+            raise InvalidInput(f"{key} must be an ISO 8601 date-time.", code="invalid_parameter")
+        return parsed
+
+    events = audit_events(caller=call.caller, category=call.text("category") or "all",
+                          text=call.text("message") or "", since=moment("since"), until=moment("until"))
     limit, offset = call.number("limit", 50, low=1, high=500), call.number("offset", 0, low=0)
-    total = events.count()
-    rows = events.order_by("-at", "-id")[offset:offset + limit]
-    return {"entries": [{"timestamp": e.at.isoformat(), "level": "info", "category": (
-        "security" if e.action.split(".")[0] in ("token", "oauth", "gatekeeper") else "application"),
-        "source": e.via, "message": f"{e.action} {e.target}".strip(), "data": e.detail} for e in rows],
-        "total": total, "limit": limit, "offset": offset}
+    return {"entries": [{"timestamp": e.at.isoformat(), "level": "info", "category": audit_category(e.action),
+                         "source": e.via, "message": f"{e.action} {e.target}".strip(), "data": e.detail}
+                        for e in events[offset:offset + limit]],
+            "total": events.count(), "limit": limit, "offset": offset}
 
 
 SETTINGS: dict[str, tuple[type, Any, str]] = {

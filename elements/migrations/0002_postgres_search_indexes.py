@@ -4,6 +4,8 @@ trigram index on names for similarity ranking. SQLite gets its counterpart in 00
 
 from django.db import migrations
 
+from elements.db import vendor_sql
+
 ELEMENT_DOCUMENT = "(name || ' ' || description || ' ' || instructions || ' ' || content)"
 
 FORWARD = [
@@ -23,17 +25,7 @@ BACKWARD = [
 ]
 
 
-def run(statements):
-    def apply(apps, schema_editor):
-        if schema_editor.connection.vendor != "postgresql":
-            return
-        for statement in statements:
-            schema_editor.execute(statement)
-
-    return apply
-
-
 class Migration(migrations.Migration):
     dependencies = [("elements", "0001_initial")]
 
-    operations = [migrations.RunPython(run(FORWARD), run(BACKWARD))]
+    operations = [migrations.RunPython(vendor_sql("postgresql", FORWARD), vendor_sql("postgresql", BACKWARD))]

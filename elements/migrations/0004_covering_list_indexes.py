@@ -3,6 +3,8 @@ the index without visiting the table. SQLite's indexes carry the rowid already."
 
 from django.db import migrations
 
+from elements.db import vendor_sql
+
 FORWARD = [
     "CREATE INDEX IF NOT EXISTS element_list_by_name ON elements_element (owner_id, element_type, name) INCLUDE (id)",
     "CREATE INDEX IF NOT EXISTS element_list_by_modified ON elements_element (owner_id, element_type, modified) "
@@ -17,17 +19,7 @@ BACKWARD = [
 ]
 
 
-def run(statements):
-    def apply(apps, schema_editor):
-        if schema_editor.connection.vendor != "postgresql":
-            return
-        for statement in statements:
-            schema_editor.execute(statement)
-
-    return apply
-
-
 class Migration(migrations.Migration):
     dependencies = [("elements", "0003_sqlite_search_index")]
 
-    operations = [migrations.RunPython(run(FORWARD), run(BACKWARD))]
+    operations = [migrations.RunPython(vendor_sql("postgresql", FORWARD), vendor_sql("postgresql", BACKWARD))]

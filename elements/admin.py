@@ -101,18 +101,6 @@ def _validate_through(call: Callable[[], object]) -> None:
         raise ValidationError(exc.message, code=exc.code) from exc
 
 
-def _removed_keys(before: dict[str, Any], after: dict[str, Any], prefix: str = "") -> list[str]:
-    """Keys of `before` that `after` lacks, at every depth where both hold an object."""
-    removed = []
-    for key, old in before.items():
-        where = f"{prefix}{key}"
-        if key not in after:
-            removed.append(where)
-        elif isinstance(old, dict) and isinstance(after[key], dict):
-            removed += _removed_keys(old, after[key], f"{where}.")
-    return removed
-
-
 class ElementForm(forms.ModelForm):
     """The element editor.
 
@@ -141,8 +129,6 @@ class ElementForm(forms.ModelForm):
         cleaned = super().clean()
         if self.errors:
             return cleaned  # the field errors say what to fix; the service would only repeat them
-        if self.instance.pk is not None:
-            self._refuse_removed_keys(cleaned)
         _validate_through(self.write)
         return cleaned
 
@@ -150,17 +136,6 @@ class ElementForm(forms.ModelForm):
         """Skip the model's own checks: clean() ran the service, whose rules are the ones that count
         (the model's would repeat a duplicate-name refusal in other words), and save_model reloads
         the instance from what the service stored."""
-
-    def _refuse_removed_keys(self, cleaned: dict[str, Any]) -> None:
-        # element_edit merges changes into what is stored, so a key deleted here would silently stay.
-        removed = _removed_keys(self.instance.metadata, cleaned.get("metadata") or {})
-        if removed:
-            raise ValidationError(f"Edits merge into the stored metadata, so keys cannot be removed here "
-                                  f"({', '.join(removed)}). Put them back, or set them to null.")
-        policy = cleaned.get("gatekeeper")
-        if self.instance.gatekeeper and policy and _removed_keys(self.instance.gatekeeper, policy):
-            raise ValidationError("Edits merge into the stored gatekeeper policy, so parts of it cannot be removed "
-                                  "here. To replace it, empty the field and save, then enter the new policy.")
 
     def write(self) -> Element:
         """The service call this form stands for: element_create on add, element_edit with the
@@ -179,7 +154,9 @@ class ElementForm(forms.ModelForm):
         changes = {field: data[field] for field in self.changed_data if field in EDITABLE}
         if not changes:
             return element
-        return services.element_edit(caller=self.caller, element=element, changes=changes)
+        # The editor shows metadata and the policy whole, so what is posted replaces them.
+        return services.element_edit(caller=self.caller, element=element, changes=changes,
+                                     replace=frozenset(changes) & {"metadata", "gatekeeper"})
 
 
 class MemoryEntryInline(admin.TabularInline):

@@ -120,8 +120,13 @@ def element_fields(element: Element) -> dict[str, Any]:
 
 
 @transaction.atomic
-def element_edit(*, caller: Caller, element: Element, changes: dict[str, Any]) -> Element:
-    """Deep-merge `changes` into the element, validate the whole, and save a revision."""
+def element_edit(
+    *, caller: Caller, element: Element, changes: dict[str, Any], replace: frozenset[str] = frozenset(),
+) -> Element:
+    """Deep-merge `changes` into the element, validate the whole, and save a revision.
+
+    Fields named in `replace` ("metadata", "gatekeeper") take the given value whole instead, so an
+    editor that shows the complete object (admin) can remove keys from it."""
     _check_owner(caller, element.owner_id)
     element_type = ElementType(element.element_type)
     if element_type is ElementType.MEMORY and "content" in changes:
@@ -135,9 +140,9 @@ def element_edit(*, caller: Caller, element: Element, changes: dict[str, Any]) -
     current = element_fields(element)
     common, metadata = split_params(element_type, changes)
     merged = _deep_merge({k: v for k, v in current.items() if k != "metadata"}, common)
-    merged_metadata = _deep_merge(current["metadata"], metadata)
-    if "gatekeeper" in common and common["gatekeeper"] in (None, {}):
-        merged["gatekeeper"] = None  # removing a policy replaces it rather than merging into it
+    merged_metadata = metadata if "metadata" in replace else _deep_merge(current["metadata"], metadata)
+    if "gatekeeper" in common and ("gatekeeper" in replace or common["gatekeeper"] in (None, {})):
+        merged["gatekeeper"] = common["gatekeeper"]  # removing or replacing a policy does not merge
     values = clean_fields(element_type, merged, merged_metadata)
     for field, value in values.items():
         setattr(element, field, value)

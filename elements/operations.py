@@ -15,7 +15,7 @@ import django
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 
-from accounts.errors import InvalidInput, NotFound
+from accounts.errors import InvalidInput
 from accounts.selectors import audit_category, audit_events
 from elements import ensembles, introspection, selectors, services, similarity, skill_format, templating
 from elements.fields import clean_fields, split_params
@@ -229,11 +229,7 @@ def _json_object(text: str) -> dict[str, Any]:
     Param("privacyLevel", "string", False, "public, private (default) or sensitive"),
 ))
 def add_entry(call: Call) -> dict[str, Any]:
-    name = call.name()
-    memory = Element.objects.filter(owner=call.caller.user, element_type=ElementType.MEMORY, name=name).first()
-    if memory is None:
-        raise NotFound(f"Memory '{name}' not found. Use list_elements to see available memories.",
-                       code="element_not_found")
+    memory = selectors.element_get(caller=call.caller, element_type=ElementType.MEMORY, name=call.name())
     entry = services.memory_entry_add(
         caller=call.caller, memory=memory, content=call.params.get("content", call.params.get("entry")),
         tags=call.params.get("tags"), metadata=call.params.get("metadata"),
@@ -447,14 +443,11 @@ def validate_element(call: Call) -> dict[str, Any]:
     Param("section", "string", False, "style or script: return that raw section"),
     Param("all_sections", "boolean", False, "Return {template, style, script}", False)))
 def render(call: Call) -> dict[str, Any]:
-    name = call.name()
-    template = Element.objects.filter(owner=call.caller.user, element_type=ElementType.TEMPLATE, name=name).first()
-    if template is None:
-        raise NotFound(f"Template '{name}' not found", code="element_not_found")
+    template = selectors.element_get(caller=call.caller, element_type=ElementType.TEMPLATE, name=call.name())
     result = templating.render(template.content, template.metadata.get("variables") or [],
                                call.obj("variables") or {}, section=call.text("section"),
                                all_sections=call.flag("all_sections"))
-    return {"element_name": name, **result}
+    return {"element_name": template.name, **result}
 
 
 @operation("export_element", Endpoint.READ, "Export an element as a portable package that import_element takes "
@@ -484,8 +477,7 @@ DISCOVERY_LIMIT = 500
 
 
 def _cards(call: Call) -> list[similarity.ElementCard]:
-    recent = Element.objects.filter(owner=call.caller.user).order_by("-modified", "pk")[:DISCOVERY_LIMIT]
-    return [ensembles.card(e) for e in recent]
+    return [ensembles.card(e) for e in selectors.elements_recent(caller=call.caller, limit=DISCOVERY_LIMIT)]
 
 
 @operation("find_similar_elements", Endpoint.READ, "Find elements similar to one element.", params=(
@@ -502,16 +494,7 @@ def find_similar_elements(call: Call) -> dict[str, Any]:
 
 
 def _target(call: Call) -> Element:
-    name = call.name()
-    elements = Element.objects.filter(owner=call.caller.user, name=name)
-    if call.element_type is not None:
-        elements = elements.filter(element_type=call.element_type)
-    found = list(elements[:2])
-    if not found:
-        raise NotFound(f"No element named '{name}'.", code="element_not_found")
-    if len(found) > 1:
-        raise InvalidInput(f"Several elements are named '{name}': pass element_type.", code="ambiguous_name")
-    return found[0]
+    return selectors.element_find(caller=call.caller, name=call.name(), element_type=call.element_type)
 
 
 @operation("search_by_verb", Endpoint.READ, "Find elements that handle an action verb.", params=(
@@ -669,12 +652,8 @@ def delete_element(call: Call) -> dict[str, Any]:
 @operation("clear", Endpoint.DELETE, "Clear all entries of a memory. A backup revision is kept.", params=(NAME,),
            can_be_elevated=False)
 def clear(call: Call) -> dict[str, Any]:
-    name = call.name()
-    memory = Element.objects.filter(owner=call.caller.user, element_type=ElementType.MEMORY, name=name).first()
-    if memory is None:
-        raise NotFound(f"Memory '{name}' not found. Use list_elements to see available memories.",
-                       code="element_not_found")
-    return {"cleared": services.memory_clear(caller=call.caller, memory=memory), "element_name": name}
+    memory = selectors.element_get(caller=call.caller, element_type=ElementType.MEMORY, name=call.name())
+    return {"cleared": services.memory_clear(caller=call.caller, memory=memory), "element_name": memory.name}
 
 
 # --- EXECUTE -------------------------------------------------------------------------------

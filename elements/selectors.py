@@ -35,6 +35,29 @@ def element_get(*, caller: Caller, element_type: ElementType, name: str) -> Elem
     return element
 
 
+def element_find(*, caller: Caller, name: str, element_type: ElementType | None = None) -> Element:
+    """The caller's element named `name`; the type may be left out when the name is unique."""
+    elements = Element.objects.filter(owner=caller.user, name=name)
+    if element_type is not None:
+        elements = elements.filter(element_type=element_type)
+    found = list(elements[:2])
+    if not found:
+        raise NotFound(f"No element named '{name}'.", code="element_not_found")
+    if len(found) > 1:
+        raise InvalidInput(f"Several elements are named '{name}': pass element_type.", code="ambiguous_name")
+    return found[0]
+
+
+def elements_recent(*, caller: Caller, limit: int) -> list[Element]:
+    """The caller's most recently changed elements."""
+    return list(Element.objects.filter(owner=caller.user).order_by("-modified", "pk")[:limit])
+
+
+def elements_all(*, caller: Caller) -> QuerySet[Element]:
+    """All of the caller's elements, by type and name (for export)."""
+    return Element.objects.filter(owner=caller.user).order_by("element_type", "name")
+
+
 def memory_entries(*, memory: Element) -> list[MemoryEntry]:
     return list(memory.entries.order_by("timestamp", "id"))
 

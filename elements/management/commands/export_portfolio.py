@@ -4,11 +4,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.models import User
-from elements.models import Element
+from accounts.caller import Caller
+from accounts.models import AuditEvent, User
 from elements.packages import element_package
 from elements.portfolio import package_path, text_from_package
-from elements.selectors import memory_entries
+from elements.selectors import elements_all, memory_entries
 from elements.types import ElementType
 
 
@@ -44,7 +44,7 @@ class Command(BaseCommand):
             (directory / element_type.plural).mkdir(parents=True, exist_ok=True)
         counts: Counter[str] = Counter()
         taken: set[Path] = set()
-        for element in Element.objects.filter(owner=owner).order_by("element_type", "name"):
+        for element in elements_all(caller=Caller.trusted(owner, via=AuditEvent.Via.COMMAND)):
             is_memory = element.element_type == ElementType.MEMORY
             package = element_package(element, entries=memory_entries(memory=element) if is_memory else None)
             target = directory / _free_path(package_path(package), taken)

@@ -234,7 +234,7 @@ def _gate(route: Route, call: Call) -> dict[str, Any] | None:
         operation=route.name, element_type=type_name, default=route.default_level,
         can_be_elevated=route.can_be_elevated, policies=policies, held=[held for _, held in confirmations],
         explicit=explicit,
-        auto_confirm=bool(selectors.user_settings(caller=call.caller).get("gatekeeper.auto_confirm")),
+        auto_confirm=selectors.user_settings(user=call.caller.user)["gatekeeper.auto_confirm"],
     )
     if decision.level is Level.DENY:
         return failure(decision.reason)

@@ -564,54 +564,33 @@ def query_logs(call: Call) -> dict[str, Any]:
             "total": events.count(), "limit": limit, "offset": offset}
 
 
-SETTINGS: dict[str, tuple[type, Any, str]] = {
-    "gatekeeper.auto_confirm": (bool, False, "Let your MCP host's own approval prompt stand in for "
-                                             "confirm_operation (never for deletes or gatekeeper policy changes)"),
-    "elements.default_author": (str, "", "Author recorded on elements you create (default: your username)"),
-}
-
-
 @operation("dollhouse_config", Endpoint.READ, "Your settings: get, set, reset, export, import or wizard.", params=(
     Param("action", "string", True, "get, set, reset, export, import or wizard"),
     Param("setting", "string", False, "Setting key"), Param("value", "string|boolean", False, "Value for set"),
     Param("data", "object", False, "Settings for import")))
 def dollhouse_config(call: Call) -> dict[str, Any]:
     action = call.text("action", required=True)
-    current = {key: default for key, (_, default, _) in SETTINGS.items()} | selectors.user_settings(
-        caller=call.caller)
+    current = selectors.user_settings(user=call.caller.user)
     setting = call.text("setting")
-    if setting is not None and setting not in SETTINGS:
-        raise InvalidInput(f"Unknown setting '{setting}'. Settings: {', '.join(SETTINGS)}.", code="unknown_setting")
+    if setting is not None and setting not in selectors.SETTINGS:
+        raise InvalidInput(f"Unknown setting '{setting}'. Settings: {', '.join(selectors.SETTINGS)}.",
+                           code="unknown_setting")
     if action == "get":
         return {"settings": {setting: current[setting]} if setting else current}
     if action == "export":
         return {"settings": current}
     if action == "wizard":
         return {"settings": [{"setting": k, "type": t.__name__, "default": d, "description": text,
-                              "value": current[k]} for k, (t, d, text) in SETTINGS.items()]}
+                              "value": current[k]} for k, (t, d, text) in selectors.SETTINGS.items()]}
     if action == "set":
         if setting is None or "value" not in call.params:
             raise InvalidInput("set needs setting and value.", code="missing_parameter")
-        return {"settings": services.settings_set(caller=call.caller,
-                                                  values={setting: _setting_value(setting, call.params["value"])})}
+        return {"settings": services.settings_set(caller=call.caller, values={setting: call.params["value"]})}
     if action == "import":
-        data = call.obj("data", required=True)
-        values = {key: _setting_value(key, value) for key, value in data.items()}
-        return {"settings": services.settings_set(caller=call.caller, values=values)}
+        return {"settings": services.settings_set(caller=call.caller, values=call.obj("data", required=True))}
     if action == "reset":
         return {"settings": services.settings_reset(caller=call.caller, keys=[setting] if setting else None)}
     raise InvalidInput("action must be get, set, reset, export, import or wizard.", code="invalid_parameter")
-
-
-def _setting_value(key: str, value: object) -> Any:
-    if key not in SETTINGS:
-        raise InvalidInput(f"Unknown setting '{key}'. Settings: {', '.join(SETTINGS)}.", code="unknown_setting")
-    kind = SETTINGS[key][0]
-    if kind is bool and isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if not isinstance(value, kind):
-        raise InvalidInput(f"{key} takes a {kind.__name__}.", code="invalid_setting")
-    return value
 
 
 # --- UPDATE --------------------------------------------------------------------------------

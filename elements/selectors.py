@@ -343,6 +343,15 @@ def confirmation_pending(*, caller: Caller, operation: str) -> bool:
         session=caller.session, operation=operation, pending=True).exists()
 
 
-def user_settings(*, caller: Caller) -> dict[str, Any]:
-    row = UserSettings.objects.filter(user=caller.user).first()
-    return dict(row.values) if row else {}
+# Each per-user setting: its type, its default and what it does.
+SETTINGS: dict[str, tuple[type, Any, str]] = {
+    "gatekeeper.auto_confirm": (bool, False, "Let your MCP host's own approval prompt stand in for "
+                                             "confirm_operation (never for deletes or gatekeeper policy changes)"),
+    "elements.default_author": (str, "", "Author recorded on elements you create (default: your username)"),
+}
+
+
+def user_settings(*, user: Any) -> dict[str, Any]:
+    """Every setting of `user`: what they set, and the defaults for the rest."""
+    stored = UserSettings.objects.filter(user=user).values_list("values", flat=True).first() or {}
+    return {key: stored.get(key, default) for key, (_, default, _) in SETTINGS.items()}

@@ -20,6 +20,7 @@ from elements.fields import BODY_IS_INSTRUCTIONS, clean_fields, split_params
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
 from elements.packages import element_package
 from elements.portfolio import filename_for
+from elements.selectors import SETTINGS, user_settings
 from elements.types import (
     MAX_ENTRY_CONTENT,
     MAX_ENTRY_METADATA_KEYS,
@@ -43,8 +44,7 @@ def _unique_id(element_type: ElementType, name: str, when: datetime) -> str:
 
 
 def _default_author(owner: User) -> str:
-    settings = UserSettings.objects.filter(user=owner).values_list("values", flat=True).first() or {}
-    return settings.get("elements.default_author") or owner.get_username()
+    return user_settings(user=owner)["elements.default_author"] or owner.get_username()
 
 
 def _check_owner(caller: Caller, owner_id: int) -> None:
@@ -414,19 +414,37 @@ def confirmation_consume(confirmation_id: int) -> None:
     Confirmation.objects.filter(pk=confirmation_id, level=Confirmation.Level.SINGLE_USE).delete()
 
 
+def _setting_value(key: str, value: object) -> Any:
+    if key not in SETTINGS:
+        raise InvalidInput(f"Unknown setting '{key}'. Settings: {', '.join(SETTINGS)}.", code="unknown_setting")
+    kind = SETTINGS[key][0]
+    if kind is bool and isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, kind):
+        raise InvalidInput(f"{key} takes a {kind.__name__}.", code="invalid_setting")
+    return value
+
+
 def settings_set(*, caller: Caller, values: dict[str, Any]) -> dict[str, Any]:
+    """Change some of the caller's settings; unknown keys and wrong types change nothing."""
+    checked = {key: _setting_value(key, value) for key, value in values.items()}
     with transaction.atomic():
         row, _ = UserSettings.objects.select_for_update().get_or_create(user=caller.user)
-        row.values = {**row.values, **values}
+        row.values = {**row.values, **checked}
         row.save(update_fields=["values"])
-    audit_record(caller=caller, action="settings.update", target="element settings", detail={"keys": sorted(values)})
-    return row.values
+    audit_record(caller=caller, action="settings.update", target="element settings", detail={"keys": sorted(checked)})
+    return user_settings(user=caller.user)
 
 
 def settings_reset(*, caller: Caller, keys: list[str] | None = None) -> dict[str, Any]:
+    """Back to the defaults: the named settings, or all of them."""
+    unknown = [key for key in keys or [] if key not in SETTINGS]
+    if unknown:
+        raise InvalidInput(f"Unknown setting(s) {', '.join(unknown)}. Settings: {', '.join(SETTINGS)}.",
+                           code="unknown_setting")
     with transaction.atomic():
         row, _ = UserSettings.objects.select_for_update().get_or_create(user=caller.user)
         row.values = {} if keys is None else {k: v for k, v in row.values.items() if k not in keys}
         row.save(update_fields=["values"])
     audit_record(caller=caller, action="settings.reset", target="element settings", detail={"keys": keys or "all"})
-    return row.values
+    return user_settings(user=caller.user)

@@ -78,8 +78,8 @@ def element_create(
     _check_owner(caller, owner.pk)
     name = validation.clean_name(name, element_type=element_type)
     if Element.objects.filter(owner=owner, element_type=element_type, name=name).exists():
-        raise ElementExists(f"A {element_type.value} named '{name}' already exists. Use edit_element to change it, "
-                            "or choose another name.")
+        raise ElementExists(f"A {element_type.value} named '{name}' already exists: edit that one, or choose "
+                            "another name.")
     common, metadata = split_params(element_type, params)
     common.setdefault("author", _default_author(owner))
     values = clean_fields(element_type, common, metadata)

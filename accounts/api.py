@@ -19,9 +19,10 @@ from accounts.errors import DomainError
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Every API error is `{error, code}` with its HTTP status (validation errors add `fields`)."""
+    """Every API error is `{error, code}` with its HTTP status (validation errors add `fields`; some
+    domain errors add their own details)."""
     if isinstance(exc, DomainError):
-        return Response({"error": exc.message, "code": exc.code}, status=exc.http_status)
+        return Response({"error": exc.message, "code": exc.code, **exc.extra}, status=exc.http_status)
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, APIException):
         return response

@@ -1,15 +1,19 @@
 """Domain errors. Each carries a stable code; every adapter maps them to its own envelope."""
 
+from typing import Any
+
 
 class DomainError(Exception):
     code = "error"
     http_status = 400
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        # Fields an envelope adds beside {error, code}, e.g. the cwd a scope error is about.
+        self.extra: dict[str, Any] = extra or {}
 
 
 class InvalidInput(DomainError):

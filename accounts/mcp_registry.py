@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import keyword
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,8 +65,12 @@ def success_result(payload: Any) -> types.CallToolResult:
 def error_result(code: str, message: str) -> types.CallToolResult:
     """A business error the model can read and recover from. No structuredContent: strict
     clients would check it against the success shape."""
-    text = json_text({"error": message, "code": code})
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+    return error_payload_result({"error": message, "code": code})
+
+
+def error_payload_result(payload: dict[str, Any]) -> types.CallToolResult:
+    """A business error in a product's own documented shape."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=json_text(payload))], isError=True)
 
 
 def unwrap_docstring(doc: str) -> str:
@@ -242,7 +247,10 @@ def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: 
     except ValidationError as exc:
         return _invalid_arguments(name, exc)
     toolset, attr = TARGETS[name]
-    return getattr(toolset(context=None, request=request), attr)(**parsed.model_dump_one_level())
+    # An argument named like a Python keyword (`global`) is declared as `global_` with that alias.
+    kwargs = {f"{key}_" if keyword.iskeyword(key) else key: value
+              for key, value in parsed.model_dump_one_level().items()}
+    return getattr(toolset(context=None, request=request), attr)(**kwargs)
 
 
 def install_guard(server: DjangoMCP) -> None:

@@ -55,6 +55,10 @@ ATRIUM_ALLOWED_ORIGINS = [
 ATRIUM_TOKEN_LAST_USED_PRECISION = 300  # seconds between last_used writes
 ATRIUM_MCP_SESSION_IDLE_DAYS = int(os.environ.get("ATRIUM_MCP_SESSION_IDLE_DAYS", "7"))
 ATRIUM_OPEN_SIGNUP = env_bool("ATRIUM_OPEN_SIGNUP")
+# Whether a workflow tool's `cwd` is looked up on this server's own disk (git root, remote, skill
+# files). Right for local use; off on a shared server, where a `cwd` resolves only through the
+# caller's registered project roots and no user can make the server read its own files.
+ATRIUM_SERVER_PATHS = env_bool("ATRIUM_SERVER_PATHS", DEBUG)
 
 # Failed authentications per client address before it gets 429, and the window they count in.
 ATRIUM_AUTH_FAILURE_LIMIT = int(os.environ.get("ATRIUM_AUTH_FAILURE_LIMIT", "20"))

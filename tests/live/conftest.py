@@ -5,6 +5,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,15 +50,15 @@ class LiveServer:
         return f"{self.url}/mcp"
 
 
-@pytest.fixture
-def live_atrium(transactional_db, tmp_path):
+@contextmanager
+def serve(tmp_path: Path, **env: str) -> Iterator[LiveServer]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "server.log"
+    log = tmp_path / f"server-{port}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "config.wsgi"],
-            cwd=BASE_DIR, env=child_env(PORT=str(port), ATRIUM_PUBLIC_URL=url), stdout=out, stderr=out,
+            cwd=BASE_DIR, env=child_env(PORT=str(port), ATRIUM_PUBLIC_URL=url, **env), stdout=out, stderr=out,
         )
     try:
         deadline = time.monotonic() + 60
@@ -76,3 +78,17 @@ def live_atrium(transactional_db, tmp_path):
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@pytest.fixture
+def live_atrium(transactional_db, tmp_path):
+    """A shared (hosted) server: it never reads paths on its own disk for a client."""
+    with serve(tmp_path) as server:
+        yield server
+
+
+@pytest.fixture
+def live_atrium_local(transactional_db, tmp_path):
+    """A server run for one person on their machine: a workflow tool's cwd is looked up on its disk."""
+    with serve(tmp_path, ATRIUM_SERVER_PATHS="1") as server:
+        yield server

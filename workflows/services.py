@@ -243,7 +243,7 @@ def workflow_rename(*, caller: Caller, scope: Scope, workflow_id: str, new_id: s
 
 
 def _rename(caller: Caller, scope: Scope, result: RenameResult, new_id: str, rewrite_references: bool) -> None:
-    workflow = Workflow.objects.select_for_update().select_related("project").get(pk=result.workflow.pk)
+    workflow = Workflow.objects.select_for_update(of=("self",)).select_related("project").get(pk=result.workflow.pk)
     _check_owner(caller, workflow)
     old_id = workflow.workflow_id
     if new_id == old_id:
@@ -273,7 +273,7 @@ def _point_at(caller: Caller, referrer: Workflow, old_id: str, new_id: str) -> N
     text, changed = yamltext.yaml_rewrite_subworkflow(referrer.yaml_text, old_id, new_id)
     if not changed:
         return
-    locked = Workflow.objects.select_for_update().select_related("project").get(pk=referrer.pk)
+    locked = Workflow.objects.select_for_update(of=("self",)).select_related("project").get(pk=referrer.pk)
     _fill(locked, text, definition_parse(text)[1])
     locked.save()
     _revision(caller=caller, workflow=locked, action=WorkflowRevision.Action.REFERENCE)

@@ -7,6 +7,7 @@ from django.core.management import call_command
 
 from accounts.models import PersonalToken, User
 from elements.models import Element, MemoryEntry
+from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db
 
@@ -22,6 +23,9 @@ def test_it_creates_the_demo_user_and_content_once_and_a_token_each_run(capsys):
     assert set(Element.objects.filter(owner=demo).values_list("name", flat=True)) == {
         "code-reviewer", "debugging", "bug-report", "project-notes"}
     assert MemoryEntry.objects.count() == 1
+    review_loop = Workflow.objects.get(owner=demo)
+    assert (review_loop.workflow_id, review_loop.project) == ("review-loop", None)
+    assert review_loop.yaml_text.startswith("# Draft, judge, revise")
     tokens = [line.split()[-1] for line in (first + second).splitlines() if "Token for demo" in line]
     assert len(tokens) == 2 and tokens[0] != tokens[1]
     assert {hashlib.sha256(t.encode()).hexdigest() for t in tokens} == set(

@@ -10,7 +10,7 @@ from accounts.services import token_create
 
 
 def demo_content(caller: Caller) -> None:
-    """A few elements to try the tools on."""
+    """A few elements and a workflow to try the tools on."""
     from elements.services import element_create, memory_entry_add
     from elements.types import ElementType
 
@@ -28,6 +28,44 @@ def demo_content(caller: Caller) -> None:
         "description": "Things to remember about this project."})
     memory_entry_add(caller=caller, memory=notes, content="The team prefers small pull requests.",
                      tags=["process"])
+    demo_workflow(caller)
+
+
+DEMO_WORKFLOW = """\
+# Draft, judge, revise: at most three rounds of review.
+name: Review loop
+description: Draft a text, have it judged, and revise until it is approved.
+start: draft
+context:
+  type: object
+  properties: {topic: {type: string}}
+  required: [topic]
+nodes:
+  draft:
+    type: ai_agent
+    label: Draft the text
+    prompt: "Write about {{ context.topic }}. Earlier feedback: {{ review.reasoning || 'none' }}"
+    transitions: {done: review}
+  review:
+    type: ai_judge
+    label: Judge the draft
+    prompt: "Judge this draft: {{ draft.output }}"
+    verdicts: [approve, revise]
+    maxIterations: 3
+    transitions: {approve: done, revise: draft}
+  done:
+    type: end
+    output: "{{ draft.output }}"
+"""
+
+
+def demo_workflow(caller: Caller) -> None:
+    """A global workflow to try the workflow tools on."""
+    from workflows.scoping import Scope
+    from workflows.services import workflow_save
+
+    workflow_save(caller=caller, scope=Scope(owner=caller.user, project=None), workflow_id="review-loop",
+                  source="global", config=DEMO_WORKFLOW, overwrite=False)
 
 
 class Command(BaseCommand):

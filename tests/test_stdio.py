@@ -1,6 +1,8 @@
 """`manage.py mcp_stdio --user` driven by the official SDK's stdio client."""
 
 import asyncio
+import json
+import subprocess
 import sys
 
 import pytest
@@ -39,3 +41,24 @@ def test_stdio_serves_the_tools_as_the_user_with_every_scope(db):
     session = McpSession.objects.get(pk=status["session"]["id"])
     assert session.transport == "stdio"
     assert session.closed_at is not None
+
+
+async def stdio_workflows(username: str, repo: str) -> tuple[dict, dict]:
+    params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_stdio", "--user", username],
+                                   cwd=str(BASE_DIR), env=child_env(ATRIUM_SERVER_PATHS="0"))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        created = await session.call_tool("create_workflow", {"id": "local", "cwd": repo})
+        listed = await session.call_tool("list_workflows", {"cwd": repo})
+    return json.loads(created.content[0].text), json.loads(listed.content[0].text)
+
+
+def test_stdio_resolves_cwd_on_the_users_own_disk(db, tmp_path):
+    make_member("alice")
+    repo = tmp_path / "notes"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+
+    created, listed = asyncio.run(stdio_workflows("alice", str(repo)))
+
+    assert created == {"id": "local", "source": "repo", "path": "notes/.atrium/workflows/local.yaml"}
+    assert [(w["id"], w["source"]) for w in listed] == [("local", "repo")]

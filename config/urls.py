@@ -6,6 +6,7 @@ from oauth2_provider import views as oauth2_views
 from accounts import oauth
 from accounts.endpoint import McpEndpoint
 from config import views
+from workflows.urls import project_urlpatterns
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -15,6 +16,8 @@ urlpatterns = [
     path("accounts/", include("allauth.urls")),
     path("api/", include("accounts.urls")),
     path("api/elements/", include("elements.urls")),
+    path("api/workflows/", include("workflows.urls")),
+    path("api/projects/", include(project_urlpatterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     # OAuth 2.1 authorization server. Only the endpoints MCP clients use are mounted: no

@@ -7,13 +7,13 @@ import copy
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from accounts.errors import DomainError
 from workflows import analysis
 from workflows.definition import config_check, config_normalize
 from workflows.errors import IntegrityFailure, InvalidConfig, WorkflowNotFound
-from workflows.models import ConfiguredModel, Workflow, WorkflowRevision
+from workflows.models import ConfiguredModel, Project, Workflow, WorkflowRevision
 from workflows.scoping import Scope
 from workflows.yamltext import yaml_dump, yaml_load
 
@@ -121,9 +121,9 @@ def referrer_rows(referrers: list[tuple[Workflow, str]]) -> list[dict[str, str]]
 
 # --- definitions ---------------------------------------------------------------------------------
 
-def definition_parse(config: dict[str, Any] | str | None) -> tuple[str, dict[str, Any]]:
+def definition_parse(config: dict[str, Any] | str | None, *, with_text: bool = True) -> tuple[str, dict[str, Any]]:
     """(YAML text as it will be stored, parsed form), schema-checked. Text keeps its comments; an
-    object becomes block YAML."""
+    object becomes block YAML (only when `with_text`: checks that write nothing skip the dump)."""
     if isinstance(config, str):
         text = config if config.endswith("\n") else config + "\n"
         parsed = config_normalize(yaml_load(text))
@@ -138,7 +138,7 @@ def definition_parse(config: dict[str, Any] | str | None) -> tuple[str, dict[str
     errors = config_check(parsed)
     if errors:
         raise InvalidConfig(errors)
-    return text or yaml_dump(parsed), parsed
+    return text or (yaml_dump(parsed) if with_text else ""), parsed
 
 
 def definition_validate(*, scope: Scope, config: dict[str, Any], workflow_id: str | None) -> None:
@@ -154,7 +154,7 @@ def _subject(*, scope: Scope, config: dict[str, Any] | str | None, workflow_id: 
     if (config is None) == (workflow_id is None):
         raise DomainError("Pass exactly one of config or id.", code="invalid_input")
     if config is not None:
-        return definition_parse(config)[1], None
+        return definition_parse(config, with_text=False)[1], None
     workflow = workflow_find(scope=scope, workflow_id=workflow_id, source=source)
     return workflow.config, workflow.workflow_id
 
@@ -216,5 +216,14 @@ def pricing() -> analysis.Pricing:
     )
 
 
-def revisions(*, owner: Any, workflow_id: str) -> QuerySet[WorkflowRevision]:
-    return WorkflowRevision.objects.filter(owner=owner, workflow_key=workflow_id)
+def project_list(*, owner: Any) -> QuerySet[Project]:
+    """The owner's projects with their roots and a `workflow_count`."""
+    return Project.objects.filter(owner=owner).prefetch_related("roots").annotate(workflow_count=Count("workflows"))
+
+
+def workflow_revisions(workflow: Workflow) -> QuerySet[WorkflowRevision]:
+    """The workflow's history: its own revisions, and those of an earlier workflow with the same id
+    in the same store that was deleted (a restore makes a new row)."""
+    same_place = Q(workflow__isnull=True, owner=workflow.owner_id, project=workflow.project_id,
+                   workflow_key=workflow.workflow_id)
+    return WorkflowRevision.objects.filter(Q(workflow=workflow) | same_place)

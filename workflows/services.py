@@ -290,6 +290,9 @@ def workflow_restore(*, caller: Caller, revision: WorkflowRevision) -> Workflow:
     if workflow is not None:
         _check_owner(caller, workflow)
         text, parsed = definition_parse(revision.yaml_text)
+        # The revision may name a subworkflow that has gone since: refuse rather than store a broken graph.
+        definition_validate(scope=Scope(owner=workflow.owner, project=workflow.project), config=parsed,
+                            workflow_id=workflow.workflow_id)
         workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
         _fill(workflow, text, parsed)
         workflow.save()

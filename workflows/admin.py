@@ -1,0 +1,433 @@
+"""Curating workflows in Django admin. Workflow writes go through workflows.services as the curator
+(Caller via admin), acting in the workflow owner's store, so they are validated, revisioned and
+audited like any client's. Projects and models are plain model edits, audited by AuditedAdmin."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet
+from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_POST
+
+from accounts.admin import AuditedAdmin, admin_caller
+from accounts.caller import Caller
+from accounts.errors import DomainError
+from elements.admin import ReadOnlyAdmin
+from workflows import selectors, services
+from workflows.errors import DefinitionInvalid
+from workflows.models import ConfiguredModel, Project, ProjectRoot, Workflow, WorkflowAsset, WorkflowRevision
+from workflows.paths import ScopeError, cwd_normalize
+from workflows.scoping import Scope
+
+NEW_WORKFLOW_ID = "new-workflow"
+
+
+def scope_of(workflow: Workflow) -> Scope:
+    """The store the workflow lives in: its owner's, with its project."""
+    return Scope(owner=workflow.owner, project=workflow.project)
+
+
+# --- workflows ------------------------------------------------------------------------------------
+
+class YamlField(forms.CharField):
+    """The workflow's YAML, kept exactly as typed: comments and layout are what the owner wrote."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # Not stripped: an untouched text must compare equal to what is stored, or every save would
+        # count as a change and take a revision.
+        widget = forms.Textarea(attrs={
+            "rows": 32, "class": "vLargeTextField workflow-yaml", "spellcheck": "false",
+            "style": "font-family: monospace; width: 100%; box-sizing: border-box; tab-size: 2;",
+        })
+        super().__init__(strip=False, widget=widget, **kwargs)
+
+    def to_python(self, value: Any) -> str:
+        # Browsers submit textarea lines with CRLF.
+        return super().to_python(value).replace("\r\n", "\n")
+
+
+class _DryRun(Exception):
+    """Raised to roll back a service call made only to learn whether it succeeds."""
+
+
+class WorkflowForm(forms.ModelForm):
+    """The workflow editor.
+
+    Validity is decided by the services alone: clean() makes the very call save_model will make, in
+    a savepoint that is always rolled back, so schema and integrity errors are shown on the form,
+    one per line, and nothing is written while the YAML is invalid.
+    """
+
+    caller: Caller  # set per request by WorkflowAdmin.get_form
+
+    yaml_text = YamlField(label="YAML")
+
+    class Meta:
+        model = Workflow
+        fields = ("owner", "project", "workflow_id", "yaml_text")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        owner, project = cleaned.get("owner"), cleaned.get("project")
+        if self.instance.pk is None and owner is not None and project is not None and project.owner_id != owner.pk:
+            self.add_error("project", f"That project belongs to {project.owner}, not {owner}.")
+        if self.errors:
+            return cleaned  # the field errors say what to fix; the service would only repeat them
+        try:
+            with transaction.atomic():
+                self.write()
+                raise _DryRun
+        except _DryRun:
+            pass
+        except DefinitionInvalid as exc:
+            for line in exc.errors:
+                self.add_error("yaml_text", ValidationError(line, code=exc.code))
+        except DomainError as exc:
+            raise ValidationError(exc.message, code=exc.code) from exc
+        return cleaned
+
+    def _post_clean(self) -> None:
+        """Skip the model's own checks: clean() ran the service, whose rules are the ones that count
+        (the model's would refuse a duplicate id in other words), and save_model reloads the
+        instance from what the service stored."""
+
+    def write(self) -> Workflow:
+        """The service call this form stands for: workflow_save on add, workflow_update on change."""
+        data = self.cleaned_data
+        if self.instance.pk is None:
+            return services.workflow_save(
+                caller=self.caller, scope=Scope(owner=data["owner"], project=data.get("project")),
+                workflow_id=data["workflow_id"], source=None, config=data["yaml_text"], overwrite=False)
+        workflow = Workflow.objects.select_related("owner", "project").get(pk=self.instance.pk)
+        if "yaml_text" not in self.changed_data:
+            return workflow
+        return services.workflow_update(caller=self.caller, scope=scope_of(workflow),
+                                        workflow_id=workflow.workflow_id, source=workflow.source,
+                                        config=data["yaml_text"])
+
+
+class SourceFilter(admin.SimpleListFilter):
+    title = "source"
+    parameter_name = "source"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(selectors.GLOBAL, "global (no project)"), (selectors.REPO, "repo (in a project)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> QuerySet[Workflow]:
+        if self.value() == selectors.GLOBAL:
+            return queryset.filter(project__isnull=True)
+        if self.value() == selectors.REPO:
+            return queryset.filter(project__isnull=False)
+        return queryset
+
+
+class WorkflowAssetInline(admin.TabularInline):
+    """Bundled files, read-only: they come with a converted skill or a synced folder."""
+
+    model = WorkflowAsset
+    fields = ("path", "executable", "size")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    @admin.display(description="size")
+    def size(self, asset: WorkflowAsset) -> str:
+        return f"{len(asset.content)} characters"
+
+    def has_add_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
+        return False
+
+
+@admin.register(Workflow)
+class WorkflowAdmin(admin.ModelAdmin):
+    form = WorkflowForm
+    list_display = ("workflow_id", "name", "source", "project", "owner", "modified")
+    list_filter = (SourceFilter, "project", "owner")
+    search_fields = ("workflow_id", "name")
+    list_select_related = ("owner", "project")
+    autocomplete_fields = ("owner", "project")
+    date_hierarchy = "modified"
+    change_form_template = "admin/workflows/workflow/change_form.html"
+
+    _READ_ONLY = ("owner", "project", "workflow_id", "name", "source", "created", "modified", "lint",
+                  "revision_history")
+
+    def get_fields(self, request: HttpRequest, obj: Workflow | None = None) -> Any:
+        if obj is None:
+            return ("owner", "project", "workflow_id", "yaml_text")
+        return (*self._READ_ONLY[:-2], "yaml_text", "lint", "revision_history")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Workflow | None = None) -> Any:
+        # Moving, renaming and re-owning have their own services (and tools); here only the YAML changes.
+        return self._READ_ONLY if obj is not None else ()
+
+    def get_inlines(self, request: HttpRequest, obj: Workflow | None) -> Any:
+        return [WorkflowAssetInline] if obj is not None else []
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {"yaml_text": services.workflow_template(NEW_WORKFLOW_ID), "workflow_id": NEW_WORKFLOW_ID,
+                **super().get_changeform_initial_data(request)}
+
+    def get_form(self, request: HttpRequest, obj: Workflow | None = None, change: bool = False,
+                 **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"caller": admin_caller(request)})
+
+    @admin.display(description="source")
+    def source(self, workflow: Workflow) -> str:
+        return workflow.source
+
+    def _lint_warnings(self, workflow: Workflow) -> list[dict[str, Any]]:
+        report = selectors.lint_report(scope=scope_of(workflow), workflow_id=workflow.workflow_id,
+                                       source=workflow.source)
+        return report["warnings"]
+
+    @admin.display(description="lint")
+    def lint(self, workflow: Workflow) -> str:
+        warnings = self._lint_warnings(workflow)
+        if not warnings:
+            return "No warnings."
+        return format_html("<ul>{}</ul>", format_html_join(
+            "", "<li><code>{}</code> {}</li>", ((w["code"], w["message"]) for w in warnings)))
+
+    @admin.display(description="revisions")
+    def revision_history(self, workflow: Workflow) -> str:
+        rows = format_html_join("", '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td></tr>', (
+            (reverse("admin:workflows_workflowrevision_change", args=[r.pk]), r.get_action_display(),
+             f"{r.created_at:%Y-%m-%d %H:%M:%S}", r.credential)
+            for r in selectors.workflow_revisions(workflow)))
+        return format_html('<table><thead><tr><th>action</th><th>when</th><th>credential</th></tr></thead>'
+                           "<tbody>{}</tbody></table>", rows)
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except DomainError as exc:
+            # The dry run in clean() passed but the real call was refused: something changed in
+            # between (a concurrent create of the same id). Admin's transaction has rolled back.
+            self.message_user(request, f"Nothing was saved: {exc.message}", level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    def save_model(self, request: HttpRequest, obj: Workflow, form: WorkflowForm, change: bool) -> None:
+        obj.pk = form.write().pk
+        obj.refresh_from_db()
+        for warning in self._lint_warnings(obj):
+            messages.warning(request, f"Lint ({warning['code']}): {warning['message']}")
+
+    def delete_model(self, request: HttpRequest, obj: Workflow) -> None:
+        # Forced: a curator deletes on purpose, and the snapshot the service takes allows a restore.
+        services.workflow_delete(caller=admin_caller(request), scope=scope_of(obj), workflow_id=obj.workflow_id,
+                                 source=obj.source, confirm=True, force=True)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
+        for workflow in queryset.select_related("owner", "project"):
+            self.delete_model(request, workflow)
+
+
+DiffLine = tuple[str, str]  # (kind, text): kind is header, hunk, added, removed or context
+
+
+def _line_kind(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "header"
+    if line.startswith("@@"):
+        return "hunk"
+    return {"+": "added", "-": "removed"}.get(line[:1], "context")
+
+
+def revision_previous(revision: WorkflowRevision) -> WorkflowRevision | None:
+    """The revision of the same workflow taken just before `revision`."""
+    same = Q(workflow=revision.workflow_id) if revision.workflow_id else Q(
+        owner=revision.owner_id, project=revision.project_id, workflow_key=revision.workflow_key)
+    earlier = WorkflowRevision.objects.filter(same, created_at__lte=revision.created_at).exclude(
+        created_at=revision.created_at, pk__gte=revision.pk)
+    return earlier.order_by("-created_at", "-pk").first()
+
+
+def revision_diff(revision: WorkflowRevision, previous: WorkflowRevision | None) -> list[DiffLine]:
+    lines = difflib.unified_diff(
+        previous.yaml_text.splitlines() if previous else [], revision.yaml_text.splitlines(),
+        fromfile=str(previous) if previous else "(no earlier revision)", tofile=str(revision), lineterm="",
+    )
+    return [(_line_kind(line), line) for line in lines]
+
+
+@admin.register(WorkflowRevision)
+class WorkflowRevisionAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "workflow_key", "source", "owner", "action", "credential")
+    list_filter = ("action", "created_at", "owner")
+    search_fields = ("workflow_key", "owner__username", "credential")
+    date_hierarchy = "created_at"
+    list_select_related = ("owner", "project")
+    fields = ("workflow", "owner", "project", "workflow_key", "action", "created_at", "credential", "bundled")
+    change_form_template = "admin/workflows/workflowrevision/change_form.html"
+    actions = None  # revisions are the history; none is removed in bulk
+
+    @admin.display(description="source")
+    def source(self, revision: WorkflowRevision) -> str:
+        return selectors.REPO if revision.project_id else selectors.GLOBAL
+
+    @admin.display(description="bundled files")
+    def bundled(self, revision: WorkflowRevision) -> str:
+        return ", ".join(a["path"] for a in revision.assets) or "none"
+
+    def get_urls(self) -> list[URLPattern]:
+        restore = self.admin_site.admin_view(require_POST(self.restore_view))
+        return [path("<int:revision_id>/restore/", restore, name="workflows_workflowrevision_restore"),
+                *super().get_urls()]
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        revision = self.get_object(request, object_id)
+        if revision is not None:
+            previous = revision_previous(revision)
+            extra_context = {**(extra_context or {}), "previous": previous,
+                             "diff_lines": revision_diff(revision, previous),
+                             "can_restore": request.user.has_perm("workflows.change_workflow")}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def restore_view(self, request: HttpRequest, revision_id: int) -> HttpResponse:
+        if not request.user.has_perm("workflows.change_workflow"):
+            raise PermissionDenied
+        revision = get_object_or_404(WorkflowRevision, pk=revision_id)
+        try:
+            workflow = services.workflow_restore(caller=admin_caller(request), revision=revision)
+        except DomainError as exc:
+            self.message_user(request, f"Could not restore: {exc.message}", level=messages.ERROR)
+            return redirect("admin:workflows_workflowrevision_change", revision.pk)
+        self.message_user(request, f"Restored {workflow} from its {revision.action} revision of "
+                                   f"{revision.created_at:%Y-%m-%d %H:%M:%S}.")
+        return redirect("admin:workflows_workflow_change", workflow.pk)
+
+
+# --- projects -------------------------------------------------------------------------------------
+
+class ProjectRootForm(forms.ModelForm):
+    class Meta:
+        model = ProjectRoot
+        fields = ("path",)
+        help_texts = {"path": "An absolute path on the user's machine: a cwd inside it resolves to this project."}
+
+    def clean_path(self) -> str:
+        try:
+            return cwd_normalize(self.cleaned_data["path"])
+        except ScopeError as exc:
+            raise ValidationError(exc.message, code=exc.code) from exc
+
+
+class ProjectRootFormSet(BaseInlineFormSet):
+    """A root is unique per owner, across all of the owner's projects. The form cannot check that
+    alone: the owner is the project's, set on save."""
+
+    def clean(self) -> None:
+        super().clean()
+        owner_id = self.instance.owner_id
+        seen: set[str] = set()
+        for form in self.forms:
+            root = form.cleaned_data.get("path") if hasattr(form, "cleaned_data") else None
+            if not root or form.cleaned_data.get("DELETE"):
+                continue
+            if root in seen:
+                form.add_error("path", "This root is listed twice.")
+            seen.add(root)
+            taken = ProjectRoot.objects.filter(owner_id=owner_id, path=root).exclude(pk=form.instance.pk)
+            other = taken.select_related("project").first() if owner_id else None
+            if other is not None:
+                form.add_error("path", f"Already a root of {other.project.project_id!r}.")
+
+
+class ProjectRootInline(admin.TabularInline):
+    model = ProjectRoot
+    form = ProjectRootForm
+    formset = ProjectRootFormSet
+    fields = ("path", "created")
+    readonly_fields = ("created",)
+    extra = 1
+
+
+@admin.register(Project)
+class ProjectAdmin(AuditedAdmin):
+    list_display = ("project_id", "owner", "root_count", "workflow_count", "created")
+    list_filter = ("owner",)
+    search_fields = ("project_id", "roots__path", "owner__username")
+    autocomplete_fields = ("owner",)
+    fields = ("owner", "project_id", "created")
+    inlines = [ProjectRootInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Project]:
+        return super().get_queryset(request).select_related("owner").annotate(
+            root_total=Count("roots", distinct=True), workflow_total=Count("workflows", distinct=True))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Project | None = None) -> Any:
+        # Roots repeat their project's owner, so the owner is fixed once the project exists.
+        return ("owner", "created") if obj is not None else ("created",)
+
+    @admin.display(description="roots", ordering="root_total")
+    def root_count(self, project: Project) -> int:
+        return project.root_total
+
+    @admin.display(description="workflows", ordering="workflow_total")
+    def workflow_count(self, project: Project) -> int:
+        return project.workflow_total
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        if formset.model is not ProjectRoot:
+            return super().save_formset(request, form, formset, change)
+        for root in formset.save(commit=False):
+            root.owner_id = form.instance.owner_id
+            root.save()
+        for root in formset.deleted_objects:
+            root.delete()
+        return None
+
+
+# --- models ---------------------------------------------------------------------------------------
+
+class ConfiguredModelForm(forms.ModelForm):
+    class Meta:
+        model = ConfiguredModel
+        fields = ("model_id", "label", "input_usd_per_mtok", "output_usd_per_mtok", "is_default", "active")
+
+    def _get_validation_exclusions(self) -> set[str]:
+        # The one-default constraint would refuse a new default while the old one is set; save_model
+        # unsets the old one in the same transaction instead.
+        return {*super()._get_validation_exclusions(), "is_default"}
+
+
+@admin.register(ConfiguredModel)
+class ConfiguredModelAdmin(AuditedAdmin):
+    form = ConfiguredModelForm
+    list_display = ("model_id", "label", "input_usd_per_mtok", "output_usd_per_mtok", "is_default", "active")
+    list_editable = ("label", "input_usd_per_mtok", "output_usd_per_mtok", "is_default", "active")
+    list_filter = ("active", "is_default")
+    search_fields = ("model_id", "label")
+
+    def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> Any:
+        return super().get_changelist_form(request, form=ConfiguredModelForm, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: ConfiguredModel, form: Any, change: bool) -> None:
+        if obj.is_default:
+            previous = list(ConfiguredModel.objects.filter(is_default=True).exclude(pk=obj.pk))
+            # Before the save, or the partial unique index would see two defaults.
+            ConfiguredModel.objects.filter(pk__in=[m.pk for m in previous]).update(is_default=False)
+            for model in previous:
+                self._audit(request, "update", model, "is_default unset: another model became the default")
+                self.message_user(request, f"{model} is no longer the default model.")
+        super().save_model(request, obj, form, change)

@@ -1,0 +1,545 @@
+"""REST endpoints for workflows and projects: the workflow tools over HTTP. Thin over
+workflows.services and workflows.selectors, guarded by the same scopes (workflows:read and
+workflows:write), answering the same shapes, and refusing with the same codes as `{error, code}`.
+
+Every workflow call names its store as the tools do: `cwd` (a path inside a registered project root)
+or `global=true`, as query parameters, or in the JSON body of a POST or PUT."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
+from rest_framework import serializers, status
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.authentication import caller_from_request
+from elements.api import InsufficientScope, IsoDateTimeField
+from workflows import selectors, services
+from workflows.definition import AUTHORING, executors, json_schema
+from workflows.models import Project, Workflow
+from workflows.scoping import Scope, scope_resolve
+
+READ, WRITE = "workflows:read", "workflows:write"
+SCOPE_KEYS = ("cwd", "global")
+SOURCES = (Workflow.Source.GLOBAL.value, Workflow.Source.REPO.value)
+
+
+# --- scopes --------------------------------------------------------------------------------
+
+class HasWorkflowScope(BasePermission):
+    """The view's `required_scope` for this method ({method: scope}) must be among the caller's scopes.
+    A signed-in browser session holds every scope."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        method = "GET" if request.method in ("HEAD", "OPTIONS") else request.method
+        scope = view.required_scope.get(method)
+        # A method the view does not have needs no scope: it is answered 405.
+        if scope is not None and scope not in caller_from_request(request, via="api").scopes:
+            raise InsufficientScope(scope)
+        return True
+
+
+class WorkflowsApiView(APIView):
+    permission_classes = [IsAuthenticated, HasWorkflowScope]
+    required_scope: dict[str, str] = {}
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        if isinstance(exc, InsufficientScope):
+            # RFC 6750: an OAuth client can step up to the scope it was refused for.
+            response["WWW-Authenticate"] = f'Bearer error="insufficient_scope", scope="{exc.scope}"'
+        return response
+
+
+# `global` is a Python keyword, so the serializer is built rather than declared.
+ScopeParams = type("ScopeParams", (serializers.Serializer,), {
+    "Meta": type("Meta", (), {"ref_name": "WorkflowScope"}),
+    "cwd": serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                 help_text="Absolute path of a directory inside one of your registered project "
+                                           "roots. Pass this or global=true."),
+    "global": serializers.BooleanField(required=False, allow_null=True,
+                                       help_text="true: your global store instead of a project."),
+})
+
+
+def _scope(request: Request, body: dict[str, Any] | None = None) -> Scope:
+    """The store a request is about: `cwd` or `global` from the body, else from the query string."""
+    query = ScopeParams(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    given = {**query.validated_data, **{k: v for k, v in (body or {}).items() if k in SCOPE_KEYS}}
+    return scope_resolve(caller=caller_from_request(request, via="api"), cwd=given.get("cwd"),
+                         global_=given.get("global"))
+
+
+def _source(value: str | None) -> str | None:
+    return value or None  # `?source=` means "repo first", as an omitted source does
+
+
+# A pattern rather than an enum: drf-spectacular lifts every enum into a component named after its
+# field, and this one choice set under four names (source, to, to_source, from_source) only warns.
+@extend_schema_field({"type": "string", "pattern": "^(global|repo)$"})
+class SourceField(serializers.ChoiceField):
+    """global or repo."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", "global or repo")
+        super().__init__(choices=list(SOURCES), **kwargs)
+
+
+def _source_field() -> SourceField:
+    return SourceField(required=False, allow_null=True, allow_blank=True,
+                       help_text="global or repo. Omitted: repo first when the call has a project, else global.")
+
+
+def _config_field(**kwargs: Any) -> serializers.JSONField:
+    kwargs.setdefault("help_text", "The workflow, as an object or as YAML text (comments are kept). "
+                                   "GET /api/workflows/schema/ has the format.")
+    return serializers.JSONField(**kwargs)
+
+
+def _id_field(**kwargs: Any) -> serializers.CharField:
+    # Blank and odd ids are let through so the service answers invalid_id, as the tools do.
+    return serializers.CharField(allow_blank=True, trim_whitespace=False, **kwargs)
+
+
+WORKFLOW_PARAM = OpenApiParameter("workflow_id", OpenApiTypes.STR, OpenApiParameter.PATH,
+                                  description="A workflow id: letters, digits, _ and -.")
+
+
+class ErrorSerializer(serializers.Serializer):
+    class Meta:
+        ref_name = "WorkflowError"
+
+    error = serializers.CharField()
+    code = serializers.CharField(help_text="CWD_REQUIRED, CWD_GLOBAL_CONFLICT, NOT_ABSOLUTE, NOT_FOUND, "
+                                           "PROTECTED_PATH, invalid_id, invalid_config, integrity_error, conflict, "
+                                           "no_repo_source, confirm_required, referenced, not_found, ...")
+    details = serializers.ListField(child=serializers.CharField(), required=False,
+                                    help_text="Every schema or integrity error")
+    cwd = serializers.CharField(required=False)
+
+
+def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
+    return {code: OpenApiResponse(ErrorSerializer) for code in statuses}
+
+
+class WrittenSerializer(serializers.Serializer):
+    class Meta:
+        ref_name = "WorkflowWritten"
+
+    id = serializers.CharField()
+    source = serializers.CharField()
+    path = serializers.CharField(help_text="Where the workflow lives, as sync_workflows lays it out")
+
+
+def _written(workflow: Workflow) -> dict[str, Any]:
+    return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow)}
+
+
+class SubjectSerializer(ScopeParams):
+    """What validate, lint and audit look at: a config, or a stored workflow's id."""
+
+    class Meta:
+        ref_name = "WorkflowSubject"
+
+    config = _config_field(required=False, allow_null=True)
+    id = serializers.CharField(required=False, allow_null=True, help_text="A stored workflow's id, instead of "
+                                                                          "config.")
+    source = _source_field()
+
+
+def _subject(request: Request) -> tuple[Scope, dict[str, Any]]:
+    data = SubjectSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    params = data.validated_data
+    return _scope(request, params), {"config": params.get("config"), "workflow_id": params.get("id"),
+                                     "source": _source(params.get("source"))}
+
+
+# --- list and create -----------------------------------------------------------------------
+
+class WorkflowListCreateView(WorkflowsApiView):
+    required_scope = {"GET": READ, "POST": WRITE}
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowListItem"
+
+        id = serializers.CharField()
+        name = serializers.CharField()
+        description = serializers.CharField(allow_null=True)
+        source = serializers.CharField()
+        shadowed = serializers.BooleanField(help_text="A global workflow hidden by a repo one with the same id")
+
+    class InputSerializer(ScopeParams):
+        class Meta:
+            ref_name = "WorkflowCreateInput"
+
+        id = _id_field()
+        source = _source_field()
+        config = _config_field(required=False, allow_null=True)
+        overwrite = serializers.BooleanField(required=False, default=False,
+                                             help_text="Replace an existing workflow with this id")
+
+    @extend_schema(parameters=[ScopeParams], responses={200: OutputSerializer(many=True), **_errors(400)},
+                   summary="List workflows from the global store and the project", operation_id="workflows_list")
+    def get(self, request: Request) -> Response:
+        return Response(selectors.workflow_list(scope=_scope(request)))
+
+    @extend_schema(parameters=[ScopeParams], request=InputSerializer,
+                   responses={201: WrittenSerializer, **_errors(400, 409)},
+                   summary="Create a workflow (a minimal template when config is omitted)",
+                   operation_id="workflow_create")
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        workflow = services.workflow_save(
+            caller=caller_from_request(request, via="api"), scope=_scope(request, params), workflow_id=params["id"],
+            source=_source(params.get("source")), config=params.get("config"), overwrite=params["overwrite"])
+        return Response(_written(workflow), status=status.HTTP_201_CREATED)
+
+
+# --- one workflow --------------------------------------------------------------------------
+
+class WorkflowDetailView(WorkflowsApiView):
+    required_scope = {"GET": READ, "PUT": WRITE, "DELETE": WRITE}
+
+    class SourceParams(ScopeParams):
+        class Meta:
+            ref_name = "WorkflowSourceParams"
+
+        source = _source_field()
+
+    class DeleteParams(SourceParams):
+        class Meta:
+            ref_name = "WorkflowDeleteParams"
+
+        confirm = serializers.BooleanField(required=False, default=False, help_text="Must be true.")
+        force = serializers.BooleanField(required=False, default=False,
+                                         help_text="Delete even when a subworkflow node references it.")
+
+    class AssetSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowAssetItem"
+
+        path = serializers.CharField()
+        executable = serializers.BooleanField()
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "Workflow"
+
+        id = serializers.CharField(source="workflow_id")
+        source = serializers.CharField()
+        path = serializers.SerializerMethodField()
+        name = serializers.CharField()
+        description = serializers.CharField()
+        config = serializers.JSONField(help_text="The parsed definition")
+        yaml = serializers.CharField(source="yaml_text", help_text="The YAML as written, comments kept")
+        created = IsoDateTimeField()
+        modified = IsoDateTimeField()
+        assets = serializers.SerializerMethodField()
+
+        def get_path(self, workflow: Workflow) -> str:
+            return selectors.path_of(workflow)
+
+        def get_assets(self, workflow: Workflow) -> list[dict[str, Any]]:
+            return [{"path": a.path, "executable": a.executable} for a in workflow.assets.all()]
+
+    class InputSerializer(ScopeParams):
+        class Meta:
+            ref_name = "WorkflowUpdateInput"
+
+        config = _config_field(help_text="The whole new workflow, as an object or YAML text.")
+        source = _source_field()
+
+    class UpdatedSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowUpdated"
+
+        ok = serializers.BooleanField()
+        source = serializers.CharField()
+        path = serializers.CharField()
+
+    @extend_schema(parameters=[WORKFLOW_PARAM, SourceParams], responses={200: OutputSerializer, **_errors(400, 404)},
+                   summary="Get a workflow: its definition, YAML text and bundled files", operation_id="workflow_get")
+    def get(self, request: Request, workflow_id: str) -> Response:
+        params = self.SourceParams(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        workflow = selectors.workflow_find(scope=_scope(request), workflow_id=workflow_id,
+                                           source=_source(params.validated_data.get("source")))
+        return Response(self.OutputSerializer(workflow).data)
+
+    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+                   responses={200: UpdatedSerializer, **_errors(400, 404)},
+                   summary="Replace a workflow's contents (validated first; the old version stays in its history)",
+                   operation_id="workflow_update")
+    def put(self, request: Request, workflow_id: str) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        workflow = services.workflow_update(
+            caller=caller_from_request(request, via="api"), scope=_scope(request, params), workflow_id=workflow_id,
+            source=_source(params.get("source")), config=params["config"])
+        return Response({"ok": True, "source": workflow.source, "path": selectors.path_of(workflow)})
+
+    @extend_schema(
+        parameters=[WORKFLOW_PARAM, DeleteParams],
+        responses={200: UpdatedSerializer, **_errors(400, 404),
+                   409: OpenApiResponse(ErrorSerializer, description="code referenced, with referencedBy: "
+                                        "[{workflowId, nodeId, source}]; force=true deletes anyway")},
+        summary="Delete a workflow (a snapshot stays in its revision history)", operation_id="workflow_delete",
+    )
+    def delete(self, request: Request, workflow_id: str) -> Response:
+        params = self.DeleteParams(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        options = params.validated_data
+        workflow = services.workflow_delete(
+            caller=caller_from_request(request, via="api"), scope=_scope(request), workflow_id=workflow_id,
+            source=_source(options.get("source")), confirm=options["confirm"], force=options["force"])
+        return Response({"ok": True, "path": selectors.path_of(workflow), "source": workflow.source})
+
+
+class WorkflowReferencesView(WorkflowsApiView):
+    required_scope = {"GET": READ}
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowReferences"
+
+        referrers = serializers.ListField(child=serializers.DictField(), help_text="[{workflowId, nodeId, source}]")
+
+    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], responses={200: OutputSerializer, **_errors(400)},
+                   summary="The subworkflow nodes that name this workflow, in every source of the scope",
+                   operation_id="workflow_references")
+    def get(self, request: Request, workflow_id: str) -> Response:
+        referrers = selectors.workflow_referrers(scope=_scope(request), workflow_id=workflow_id)
+        return Response({"referrers": selectors.referrer_rows(referrers)})
+
+
+class WorkflowMoveView(WorkflowsApiView):
+    required_scope = {"POST": WRITE}
+
+    class InputSerializer(ScopeParams):
+        class Meta:
+            ref_name = "WorkflowMoveInput"
+
+        to = SourceField()
+
+    @extend_schema(
+        parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+        responses={200: inline_serializer("WorkflowMoved", {
+            "ok": serializers.BooleanField(), "id": serializers.CharField(), "from": serializers.CharField(),
+            "to": serializers.CharField(), "path": serializers.CharField()}), **_errors(400, 404, 409)},
+        summary="Move a workflow between the global store and the project", operation_id="workflow_move",
+    )
+    def post(self, request: Request, workflow_id: str) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        workflow, origin = services.workflow_move(caller=caller_from_request(request, via="api"),
+                                                  scope=_scope(request, params), workflow_id=workflow_id,
+                                                  to=params["to"])
+        return Response({"ok": True, "id": workflow.workflow_id, "from": origin, "to": workflow.source,
+                         "path": selectors.path_of(workflow)})
+
+
+class WorkflowDuplicateView(WorkflowsApiView):
+    required_scope = {"POST": WRITE}
+
+    class InputSerializer(ScopeParams):
+        class Meta:
+            ref_name = "WorkflowDuplicateInput"
+
+        to_id = _id_field()
+        to_source = SourceField()
+        from_source = _source_field()
+        overwrite = serializers.BooleanField(required=False, default=False,
+                                             help_text="Replace an existing workflow with to_id")
+
+    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+                   responses={201: WrittenSerializer, **_errors(400, 404, 409)},
+                   summary="Copy a workflow (and its bundled files) to a new id", operation_id="workflow_duplicate")
+    def post(self, request: Request, workflow_id: str) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        workflow = services.workflow_duplicate(
+            caller=caller_from_request(request, via="api"), scope=_scope(request, params), from_id=workflow_id,
+            from_source=_source(params.get("from_source")), to_id=params["to_id"], to_source=params["to_source"],
+            overwrite=params["overwrite"])
+        return Response(_written(workflow), status=status.HTTP_201_CREATED)
+
+
+class WorkflowRenameView(WorkflowsApiView):
+    required_scope = {"POST": WRITE}
+
+    class InputSerializer(ScopeParams):
+        class Meta:
+            ref_name = "WorkflowRenameInput"
+
+        new_id = _id_field()
+        source = _source_field()
+        rewrite_references = serializers.BooleanField(
+            required=False, default=True, help_text="Point every subworkflow node at the new id (default true)")
+
+    class OutputSerializer(WrittenSerializer):
+        class Meta:
+            ref_name = "WorkflowRenamed"
+
+        rewritten = serializers.ListField(child=serializers.CharField())
+        failed = serializers.ListField(child=serializers.CharField())
+        rolledBack = serializers.BooleanField()
+
+    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+                   responses={200: OutputSerializer, **_errors(400, 404, 409)},
+                   summary="Rename a workflow, rewriting the subworkflow nodes that use it",
+                   operation_id="workflow_rename")
+    def post(self, request: Request, workflow_id: str) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        result = services.workflow_rename(
+            caller=caller_from_request(request, via="api"), scope=_scope(request, params), workflow_id=workflow_id,
+            new_id=params["new_id"], source=_source(params.get("source")),
+            rewrite_references=params["rewrite_references"])
+        return Response({**_written(result.workflow), "rewritten": result.rewritten, "failed": result.failed,
+                         "rolledBack": False})
+
+
+# --- authoring helpers ---------------------------------------------------------------------
+
+class WorkflowSchemaView(WorkflowsApiView):
+    required_scope = {"GET": READ}
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowFormat"
+
+        jsonSchema = serializers.JSONField(help_text="The JSON Schema of the workflow YAML")
+        executors = serializers.ListField(child=serializers.DictField(), help_text="Every node type and its keys")
+        models = serializers.DictField(help_text="{available, default, prices}")
+        authoring = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema(responses=OutputSerializer, summary="The workflow format: JSON Schema, node types, models",
+                   operation_id="workflow_schema")
+    def get(self, request: Request) -> Response:
+        return Response({"jsonSchema": json_schema(), "executors": executors(),
+                         "models": selectors.models_configured(), "authoring": list(AUTHORING)})
+
+
+class WorkflowValidateView(WorkflowsApiView):
+    required_scope = {"POST": READ}  # a dry run writes nothing
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowValidation"
+
+        valid = serializers.BooleanField()
+        code = serializers.CharField(required=False, help_text="invalid_config or integrity_error")
+        errors = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema(parameters=[ScopeParams], request=SubjectSerializer,
+                   responses={200: OutputSerializer, **_errors(400, 404)},
+                   summary="Schema and integrity validation of a config or a stored workflow",
+                   operation_id="workflow_validate")
+    def post(self, request: Request) -> Response:
+        scope, subject = _subject(request)
+        return Response(selectors.validation_report(scope=scope, **subject))
+
+
+class WorkflowLintView(WorkflowsApiView):
+    required_scope = {"POST": READ}
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowLint"
+
+        errors = serializers.ListField(child=serializers.CharField())
+        warnings = serializers.ListField(child=serializers.DictField(), help_text="[{code, message, state?}]")
+
+    @extend_schema(parameters=[ScopeParams], request=SubjectSerializer,
+                   responses={200: OutputSerializer, **_errors(400, 404)},
+                   summary="Validation plus warnings (dead or unreachable states, unknown models, ...)",
+                   operation_id="workflow_lint")
+    def post(self, request: Request) -> Response:
+        scope, subject = _subject(request)
+        return Response(selectors.lint_report(scope=scope, **subject))
+
+
+class WorkflowAuditView(WorkflowsApiView):
+    required_scope = {"POST": READ}
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowAudit"
+
+        findings = serializers.ListField(child=serializers.DictField(),
+                                         help_text="[{severity: info|warning|error, code, message, state?}]")
+        worstCase = serializers.DictField(help_text="{modelCalls, costUsd, bounded}")
+
+    @extend_schema(parameters=[ScopeParams], request=SubjectSerializer,
+                   responses={200: OutputSerializer, **_errors(400, 404)},
+                   summary="Risk and cost review of a config or a stored workflow", operation_id="workflow_audit")
+    def post(self, request: Request) -> Response:
+        scope, subject = _subject(request)
+        return Response(selectors.audit_report(scope=scope, **subject))
+
+
+# --- projects ------------------------------------------------------------------------------
+
+def _project_out(project: Project, workflow_count: int | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = {"projectId": project.project_id, "roots": [root.path for root in project.roots.all()]}
+    if workflow_count is not None:
+        row["workflowCount"] = workflow_count
+    return row
+
+
+class ProjectListCreateView(WorkflowsApiView):
+    required_scope = {"GET": READ, "POST": WRITE}
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "Project"
+
+        projectId = serializers.CharField()
+        roots = serializers.ListField(child=serializers.CharField())
+        workflowCount = serializers.IntegerField(required=False)
+
+    class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ProjectRegisterInput"
+
+        path = serializers.CharField(trim_whitespace=False, help_text="The repository root on your machine, "
+                                                                      "absolute")
+        project_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, help_text=(
+            "Default: derived from the path (the folder's name, or the git remote where this server can read it)"))
+
+    @extend_schema(responses=OutputSerializer(many=True), summary="Your projects, their roots and workflow counts",
+                   operation_id="projects_list")
+    def get(self, request: Request) -> Response:
+        projects = selectors.project_list(owner=caller_from_request(request, via="api").user)
+        return Response([_project_out(p, p.workflow_count) for p in projects])
+
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer, **_errors(400, 409)},
+                   summary="Register a repository root, so a cwd inside it resolves to the project",
+                   operation_id="project_register")
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        project = services.project_register(caller=caller_from_request(request, via="api"),
+                                            path=data.validated_data["path"],
+                                            project_id=data.validated_data.get("project_id") or None)
+        return Response(_project_out(project), status=status.HTTP_201_CREATED)

@@ -55,27 +55,60 @@ def reachable(config: dict[str, Any]) -> set[str]:
     return _reach([start], successors(config)) if start in config["nodes"] else set()
 
 
+def _reverse_postorder(start: str, edges: dict[str, list[str]]) -> list[str]:
+    seen = {start}
+    postorder: list[str] = []
+    stack = [(start, iter(edges[start]))]
+    while stack:
+        node, children = stack[-1]
+        child = next((c for c in children if c not in seen), None)
+        if child is None:
+            stack.pop()
+            postorder.append(node)
+        else:
+            seen.add(child)
+            stack.append((child, iter(edges[child])))
+    return postorder[::-1]
+
+
 def dominators(config: dict[str, Any]) -> dict[str, set[str]]:
-    """For each node reachable from start, the nodes on every path from start to it (itself included)."""
+    """For each node reachable from start, the nodes on every path from start to it (itself included).
+
+    Cooper, Harvey and Kennedy's algorithm: immediate dominators refined over reverse postorder,
+    which settles in a pass or two where intersecting whole sets took one pass per loop level."""
     edges = successors(config)
-    live = reachable(config)
-    if not live:
+    start = config["start"]
+    if start not in edges:
         return {}
-    preds: dict[str, list[str]] = {n: [] for n in live}
-    for node in live:
+    order = _reverse_postorder(start, edges)
+    index = {node: i for i, node in enumerate(order)}
+    preds: dict[str, list[str]] = {node: [] for node in order}
+    for node in order:
         for target in edges[node]:
             preds[target].append(node)
-    start = config["start"]
-    dom = {n: set(live) for n in live}
-    dom[start] = {start}
+    idom = {start: start}
+
+    def common(a: str, b: str) -> str:
+        while a != b:
+            while index[a] > index[b]:
+                a = idom[a]
+            while index[b] > index[a]:
+                b = idom[b]
+        return a
+
     changed = True
     while changed:
         changed = False
-        for node in live - {start}:
-            incoming = [dom[p] for p in preds[node]]
-            new = set.intersection(*incoming) | {node} if incoming else {node}
-            if new != dom[node]:
-                dom[node], changed = new, True
+        for node in order[1:]:
+            settled = [p for p in preds[node] if p in idom]
+            new = settled[0]
+            for pred in settled[1:]:
+                new = common(pred, new)
+            if idom.get(node) != new:
+                idom[node], changed = new, True
+    dom = {start: {start}}
+    for node in order[1:]:  # a node's immediate dominator comes before it in reverse postorder
+        dom[node] = dom[idom[node]] | {node}
     return dom
 
 
@@ -344,8 +377,8 @@ class Pricing:
 
 # (pattern, severity, what it does). Checked against script text and argv joined by spaces.
 DANGEROUS = (
-    (r"\brm\s+(-[a-zA-Z]*[rf][a-zA-Z]*\s+)+(/|~|\$HOME|\*)(\s|$)", "error", "deletes the root, home or everything "
-                                                                          "in the working directory"),
+    (r"\brm\s+(-[a-zA-Z]*[rf][a-zA-Z]*\s+)+(/\*?|~/?\*?|\$HOME/?\*?|\*)([\s;&|]|$)", "error",
+     "deletes the root, home or everything in the working directory"),
     (r"\bmkfs(\.\w+)?\b", "error", "formats a file system"),
     (r"\bdd\b[^\n]*\bof=/dev/", "error", "writes straight to a device"),
     (r":\(\)\s*\{\s*:\|:&\s*\};:", "error", "is a fork bomb"),
@@ -432,11 +465,13 @@ def audit(config: dict[str, Any], *, pricing: Pricing, lookup: Lookup,
     """Risk and cost review: {findings, worstCase: {modelCalls, costUsd, bounded}}."""
     findings: list[dict[str, Any]] = []
     visits, human_bounded = _visits(config)
+    cycle = unguarded_cycle(config)
     for component in human_bounded:
+        if not any(config["nodes"][n]["type"] == "human" for n in component):
+            continue  # no person bounds it: an unguarded cycle, the error below
         findings.append({"severity": "warning", "code": "unbounded_loop", "state": sorted(component)[0],
                          "message": f"The loop through {', '.join(sorted(component))} is bounded only by a person "
                                     "choosing to leave it; the worst case counts one pass."})
-    cycle = unguarded_cycle(config)
     if cycle:
         findings.append({"severity": "error", "code": "unbounded_loop", "state": cycle[0],
                          "message": f"The cycle {' -> '.join(cycle)} has no maxIterations and no human node: it may "

@@ -18,7 +18,9 @@ from jsonschema.exceptions import SchemaError
 from workflows import expressions
 
 ID_PATTERN = r"^[a-zA-Z0-9_-]+$"
-ID_RE = re.compile(ID_PATTERN)
+# \Z, not $: in Python `$` also matches before a trailing newline, so "draft\n" would pass as an id.
+ID_RE = re.compile(r"^[a-zA-Z0-9_-]+\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 MAX_ID_LENGTH = 100
 MAX_NODES = 200
 DEFAULT_SCRIPT_TIMEOUT = 60
@@ -200,7 +202,8 @@ def _key_schema(key: Key) -> dict[str, Any]:
         case "template_list":
             schema = {"oneOf": [{"type": "array"}, {"type": "string", "minLength": 1}]}
         case "agents":
-            agent = {"type": "object", "properties": {"model": {"type": "string"}, "prompt": {"type": "string"}},
+            text = {"type": "string", "minLength": 1}
+            agent = {"type": "object", "properties": {"model": text, "prompt": text},
                      "additionalProperties": False}
             schema = {"oneOf": [{"type": "integer", "minimum": 3, "maximum": 5},
                                 {"type": "array", "items": agent, "minItems": 3, "maxItems": 5}]}
@@ -326,7 +329,7 @@ def _check_key(key: Key, value: Any, where: str, errors: list[str]) -> None:
                 errors.append(f"{where}: must be a mapping of variable names to values.")
                 return
             for name, v in value.items():
-                if not isinstance(name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+                if not isinstance(name, str) or not ENV_NAME_RE.match(name):
                     errors.append(f"{where}: {name!r} is not a valid environment variable name.")
                 elif isinstance(v, str):
                     _check_template(v, f"{where}.{name}", errors)
@@ -358,8 +361,9 @@ def _check_key(key: Key, value: Any, where: str, errors: list[str]) -> None:
                     errors.append(f"{where}: must be 3 to 5 agents (got {value}).")
             elif isinstance(value, list) and 3 <= len(value) <= 5:
                 for i, agent in enumerate(value):
-                    if not isinstance(agent, dict) or set(agent) - {"model", "prompt"}:
-                        errors.append(f"{where}[{i}]: must be a mapping with optional model and prompt.")
+                    if (not isinstance(agent, dict) or set(agent) - {"model", "prompt"}
+                            or not all(isinstance(v, str) and v.strip() for v in agent.values())):
+                        errors.append(f"{where}[{i}]: must be a mapping with optional model and prompt (strings).")
                     elif isinstance(agent.get("prompt"), str):
                         _check_template(agent["prompt"], f"{where}[{i}].prompt", errors)
             else:

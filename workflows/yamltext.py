@@ -4,9 +4,13 @@ editing it in place so a rename or a rewritten reference keeps the author's comm
 from __future__ import annotations
 
 import io
+import itertools
+import math
+import re
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from workflows.errors import InvalidConfig
@@ -14,29 +18,84 @@ from workflows.errors import InvalidConfig
 MAX_YAML_CHARS = 200_000
 
 
+class _JsonConstructor(SafeConstructor):
+    """YAML 1.2's core schema has no timestamps, and JSON (where definitions are stored) has no dates:
+    an unquoted 2024-01-01 stays the text it is."""
+
+
+_JsonConstructor.add_constructor("tag:yaml.org,2002:timestamp", SafeConstructor.construct_yaml_str)
+
+
 def _safe() -> YAML:
-    return YAML(typ="safe", pure=True)
+    yaml = YAML(typ="safe", pure=True)
+    yaml.Constructor = _JsonConstructor
+    return yaml
 
 
-def _round_trip() -> YAML:
+def _not_json(value: Any, where: str) -> str | None:
+    """Where the loaded data holds a value JSON cannot (binary, a set, infinity), or None."""
+    if value is None or isinstance(value, str | bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else where or "the top level"
+    if isinstance(value, list):
+        return next((w for i, v in enumerate(value) if (w := _not_json(v, f"{where}[{i}]"))), None)
+    if isinstance(value, dict):
+        return next((w for k, v in value.items() if (w := _not_json(v, f"{where}.{k}" if where else str(k)))), None)
+    return where or "the top level"
+
+
+def _round_trip(layout: tuple[int, int, int] = (2, 4, 2)) -> YAML:
     yaml = YAML()
     yaml.preserve_quotes = True
-    yaml.indent(mapping=2, sequence=4, offset=2)
+    mapping, sequence, offset = layout
+    yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
     yaml.width = 4096
     return yaml
+
+
+# A block key with nothing after it but a comment: `nodes:` or `  verdicts:   # the events`.
+_KEY_ONLY = re.compile(r"^( *)[^\s#\-'\"][^#'\"]*:[ \t]*(#.*)?$")
+_CHILD = re.compile(r"^( *)(- +)?\S")
+
+
+def _layout(text: str) -> tuple[int, int, int]:
+    """(mapping indent, sequence indent, dash offset) as the text uses them, so an edit re-emits the
+    document in the author's layout; ours (2, 4, 2) for what the text does not show."""
+    mapping: int | None = None
+    sequence: tuple[int, int] | None = None
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    for line, following in itertools.pairwise(lines):
+        key = _KEY_ONLY.match(line)
+        child = _CHILD.match(following)
+        if not key or not child or len(child.group(1)) < len(key.group(1)):
+            continue
+        parent = len(key.group(1))
+        if child.group(2) and sequence is None:
+            sequence = (len(child.group(1)) + len(child.group(2)) - parent, len(child.group(1)) - parent)
+        elif not child.group(2) and mapping is None and len(child.group(1)) > parent:
+            mapping = len(child.group(1)) - parent
+    if sequence is None or sequence[0] - sequence[1] < 2:
+        sequence = (4, 2)
+    return mapping or 2, *sequence
 
 
 def yaml_load(text: str) -> Any:
     if len(text) > MAX_YAML_CHARS:
         raise InvalidConfig(f"The workflow is {len(text)} characters; the limit is {MAX_YAML_CHARS}.")
     try:
-        return _safe().load(text)
+        data = _safe().load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         raise InvalidConfig(f"The YAML does not parse{where}: {exc.problem or exc.context}.") from exc
     except YAMLError as exc:
         raise InvalidConfig(f"The YAML does not parse: {exc}.") from exc
+    where = _not_json(data, "")
+    if where is not None:
+        raise InvalidConfig(f"The YAML holds a value JSON cannot at {where} (binary data, a set, infinity or NaN); "
+                            "quote it to make it text.")
+    return data
 
 
 def yaml_dump(data: Any) -> str:
@@ -47,7 +106,7 @@ def yaml_dump(data: Any) -> str:
 
 
 def _edit(text: str, change: Any) -> str:
-    yaml = _round_trip()
+    yaml = _round_trip(_layout(text))
     document = yaml.load(text)
     change(document)
     out = io.StringIO()

@@ -108,7 +108,9 @@ def resolves_to(*, referrer: Workflow, target: Workflow, shadow_ids: set[str]) -
 def workflow_referrers(*, scope: Scope, workflow_id: str) -> list[tuple[Workflow, str]]:
     """Every (workflow, node id) in the scope whose subworkflow node names `workflow_id`, any source."""
     found = []
-    for workflow in visible(scope=scope).select_related("project").order_by("workflow_id", "project_id"):
+    # Only a text that mentions the id can reference it: the database narrows, the config decides.
+    candidates = visible(scope=scope).filter(yaml_text__contains=workflow_id)
+    for workflow in candidates.select_related("project").order_by("workflow_id", "project_id"):
         for node_id, node in (workflow.config.get("nodes") or {}).items():
             if isinstance(node, dict) and node.get("type") == "subworkflow" and node.get("workflow") == workflow_id:
                 found.append((workflow, node_id))

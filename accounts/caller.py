@@ -47,4 +47,6 @@ class Caller:
             return f"OAuth token for client '{self.token.application.name or self.token.application.client_id}'"
         if kind == "stdio":
             return "stdio process"
+        if self.via == "command":
+            return "management command"
         return "signed-in session"

@@ -1,0 +1,61 @@
+"""What an answer cost: the host's reported usage when it gives one, else an estimate from the
+text's length, priced with the configured models."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from workflows.models import ConfiguredModel
+
+CHARS_PER_TOKEN = 4
+MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True)
+class Charge:
+    input_tokens: int
+    output_tokens: int
+    cost_usd: Decimal
+    estimated: bool
+
+
+def default_model() -> str | None:
+    return ConfiguredModel.objects.filter(is_default=True, active=True).values_list("model_id", flat=True).first()
+
+
+def _price_row(model: str | None) -> tuple[Decimal, Decimal] | None:
+    if not model:
+        return None
+    return ConfiguredModel.objects.filter(model_id=model).values_list("input_usd_per_mtok",
+                                                                      "output_usd_per_mtok").first()
+
+
+def _prices(model: str) -> tuple[Decimal, Decimal]:
+    """The model's prices; an unknown model is priced as the default one."""
+    row = _price_row(model) or _price_row(default_model())
+    return (Decimal(row[0]), Decimal(row[1])) if row else (Decimal(0), Decimal(0))
+
+
+def _count(value: Any) -> int:
+    return max(int(value), 0) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def turn_charge(*, model: str, usage: dict[str, Any] | None, prompt: str, response: str, free: bool = False) -> Charge:
+    if free:
+        return Charge(0, 0, Decimal(0), estimated=False)
+    usage = usage or {}
+    reported = any(k in usage for k in ("inputTokens", "outputTokens", "costUsd"))
+    if reported:
+        input_tokens = sum(_count(usage.get(k)) for k in ("inputTokens", "cacheCreationTokens", "cacheReadTokens"))
+        output_tokens = _count(usage.get("outputTokens"))
+    else:
+        input_tokens = len(prompt) // CHARS_PER_TOKEN
+        output_tokens = len(response) // CHARS_PER_TOKEN
+    if isinstance(usage.get("costUsd"), int | float) and not isinstance(usage.get("costUsd"), bool):
+        cost = Decimal(str(usage["costUsd"]))
+    else:
+        price_in, price_out = _prices(model)
+        cost = (price_in * input_tokens + price_out * output_tokens) / MILLION
+    return Charge(input_tokens, output_tokens, cost.quantize(Decimal("0.000001")), estimated=not reported)

@@ -1,0 +1,485 @@
+"""The run engine: a state machine over Run and NodeRun rows.
+
+`run_start` creates a run and drives it: script, condition and subworkflow nodes run at once,
+and the run pauses at the first node that needs an answer (runs.nodes). `run_answer` applies
+an answer under the run's row lock, then drives on. Every transition is committed before the
+next node starts, so a run survives a restart at any point.
+
+Script nodes run in a separate process (runs.sandbox) on a Celery worker when a broker is set,
+else inline in a subprocess; the web request waits for the script up to its timeout.
+
+Who answers a paused node is not the engine's business: today a host through the MCP tools or a
+person on the run page; later an operator's model backend for runs started by triggers.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from jsonschema import Draft202012Validator
+
+from accounts.caller import Caller
+from accounts.errors import DomainError, NotFound
+import runs.fanout  # noqa: F401  (registers the consensus, round_robin and map handlers)
+from runs import costs
+from runs.models import NodeRun, Run, ScriptSettings
+from runs.nodes import HANDLERS, AnswerRejected, Ctx, Step
+from workflows import expressions
+from workflows.models import Workflow, WorkflowRevision
+from workflows.scoping import Scope
+from workflows.selectors import workflow_find
+
+logger = logging.getLogger(__name__)
+
+SYNC_TYPES = ("script", "condition", "subworkflow", "end")
+RUN_NOT_FOUND = "Run not found."
+
+
+class RunError(DomainError):
+    """A run tool's user error, answered as {error}."""
+
+    code = "run_error"
+
+
+def run_not_found() -> NotFound:
+    return NotFound(RUN_NOT_FOUND, code="run_not_found")
+
+
+# --- loading ---------------------------------------------------------------------------------------
+
+def run_get(*, scope: Scope, run_id: str, kind: str | None = Run.Kind.REAL) -> Run:
+    """The run, when it belongs to this caller and this exact scope: another project's (or user's)
+    run is "not found", so its existence does not leak."""
+    runs = Run.objects.select_related("project").filter(pk=run_id, owner=scope.owner, project=scope.project)
+    if kind is not None:
+        runs = runs.filter(kind=kind)
+    run = runs.first()
+    if run is None:
+        raise run_not_found()
+    return run
+
+
+def _locked(run_id: str) -> Run:
+    return Run.objects.select_for_update(of=("self",)).select_related("project").get(pk=run_id)
+
+
+def _definition_node(run: Run, node_id: str) -> dict[str, Any]:
+    return run.definition["nodes"][node_id]
+
+
+def _model_for(run: Run, node: dict[str, Any]) -> str:
+    return node.get("model") or run.definition.get("model") or costs.default_model() or ""
+
+
+def _paused_node(run: Run) -> NodeRun | None:
+    return run.nodes.filter(node_id=run.current_node, status=NodeRun.Status.PAUSED, parent=None).order_by(
+        "-seq").first()
+
+
+# --- starting --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Caps:
+    usd: Decimal | None = None
+    tokens: int | None = None
+
+
+def _context_check(definition: dict[str, Any], context: dict[str, Any]) -> None:
+    schema = definition.get("context")
+    if not schema:
+        return
+    problems = sorted(Draft202012Validator(schema).iter_errors(context), key=lambda e: list(e.path))
+    if problems:
+        details = "; ".join(f"{'.'.join(map(str, p.path)) or 'context'}: {p.message}" for p in problems)
+        raise RunError(f"The context does not match the workflow's context schema: {details}.",
+                       code="invalid_context")
+
+
+def _billing_mode(host: str | None) -> str:
+    # A host with subagents runs fan-out on the user's subscription; a chat client pays per call.
+    return "metered" if host == "desktop_chat" else "subscription"
+
+
+def run_create(*, caller: Caller, scope: Scope, definition: dict[str, Any], context: dict[str, Any] | None,
+               workflow: Workflow | None, workflow_key: str, source: str, host: str | None = None,
+               caps: Caps = Caps(), kind: str = Run.Kind.REAL, parent: Run | None = None,
+               parent_node: str = "") -> Run:
+    context = context or {}
+    _context_check(definition, context)
+    revision = (WorkflowRevision.objects.filter(workflow=workflow).order_by("-created_at", "-id").first()
+                if workflow is not None else None)
+    return Run.objects.create(
+        owner=scope.owner, project=scope.project, workflow=workflow, revision=revision, workflow_key=workflow_key,
+        workflow_name=str(definition.get("name", workflow_key)),
+        workflow_description=str(definition.get("description") or ""), workflow_source=source,
+        definition=definition, context=context, status=Run.Status.RUNNING, kind=kind, host=host or "",
+        current_node=definition["start"], parent=parent, parent_node=parent_node,
+        spending_cap_usd=caps.usd, spending_cap_tokens=caps.tokens, billing_mode=_billing_mode(host),
+    )
+
+
+def run_start(*, caller: Caller, scope: Scope, workflow_id: str, source: str | None, context: dict[str, Any] | None,
+              host: str | None, caps: Caps, kind: str = Run.Kind.REAL) -> Run:
+    workflow = workflow_find(scope=scope, workflow_id=workflow_id, source=source)
+    run = run_create(caller=caller, scope=scope, definition=workflow.config, context=context, workflow=workflow,
+                     workflow_key=workflow.workflow_id, source=workflow.source, host=host, caps=caps, kind=kind)
+    drive(run.pk)
+    return Run.objects.get(pk=run.pk)
+
+
+# --- driving ---------------------------------------------------------------------------------------
+
+def _finish(run: Run, status: str, *, stop_reason: str = "", error: str = "", output: Any = None) -> None:
+    run.status = status
+    run.stop_reason = stop_reason
+    run.error = error
+    run.output = output
+    run.completed_at = timezone.now()
+    run.updated_at = run.completed_at
+    run.save()
+
+
+def _fail(run: Run, error: str, *, stop_reason: str = "error") -> None:
+    _finish(run, Run.Status.FAILED, stop_reason=stop_reason, error=error)
+
+
+def _complete_node(node_run: NodeRun, *, status: str, output: Any = None, error: str = "", event: str = "") -> None:
+    node_run.status = status
+    node_run.output = output
+    node_run.error = error
+    node_run.event = event
+    node_run.completed_at = timezone.now()
+    node_run.duration_ms = int((node_run.completed_at - node_run.started_at).total_seconds() * 1000)
+    node_run.save()
+
+
+def _follow(run: Run, node_run: NodeRun, event: str) -> None:
+    """Move the run along the node's transition for `event`, or fail it when there is none."""
+    target = _definition_node(run, node_run.node_id).get("transitions", {}).get(event)
+    if target is None:
+        _fail(run, f"Node {node_run.node_id!r} ended with {event!r}, which has no transition.",
+              stop_reason="unhandled_event")
+        return
+    run.current_node = target
+    run.updated_at = timezone.now()
+    run.save()
+
+
+def _decide(run: Run, node_run: NodeRun, step: Step) -> None:
+    """A node is decided: store its output where templates find it, then follow its event."""
+    status = NodeRun.Status.FAILED if step.event in ("failure", "failed", "no_consensus") else \
+        NodeRun.Status.COMPLETED
+    _complete_node(node_run, status=status, output=step.output, event=step.event or "")
+    run.outputs = {**run.outputs, node_run.node_id: step.output}
+    _follow(run, node_run, step.event or "")
+
+
+def _enter(run: Run, node_id: str) -> NodeRun | None:
+    """Count the visit (maxIterations) and open its NodeRun; None when the limit stopped the run."""
+    node = _definition_node(run, node_id)
+    visits = run.visits.get(node_id, 0) + 1
+    limit = node.get("maxIterations")
+    if limit is not None and visits > limit:
+        _fail(run, f"Node {node_id!r} would run a {visits}th time; its maxIterations is {limit}.",
+              stop_reason="max_iterations_exceeded")
+        return None
+    run.visits = {**run.visits, node_id: visits}
+    run.save()
+    seq = run.nodes.count()
+    return NodeRun.objects.create(run=run, seq=seq, node_id=node_id, node_type=node["type"],
+                                  status=NodeRun.Status.RUNNING, attempts=visits)
+
+
+def _scope(run: Run) -> dict[str, Any]:
+    return {**run.outputs, "context": run.context}
+
+
+def _condition(run: Run, node_run: NodeRun, node: dict[str, Any]) -> None:
+    try:
+        value = bool(expressions.evaluate(expressions.parse(node["if"]), _scope(run)))
+    except expressions.EvaluationError as exc:
+        _complete_node(node_run, status=NodeRun.Status.FAILED, error=str(exc))
+        _fail(run, f"Condition {node_run.node_id!r} could not be evaluated: {exc}")
+        return
+    node_run.input = {"if": node["if"]}
+    _decide(run, node_run, Step(event="true" if value else "false", output={"value": value}))
+
+
+def _end(run: Run, node_run: NodeRun, node: dict[str, Any]) -> None:
+    output = _render_data(node.get("output"), _scope(run)) if "output" in node else None
+    _complete_node(node_run, status=NodeRun.Status.COMPLETED, output=output)
+    run.outputs = {**run.outputs, node_run.node_id: output}
+    if node.get("status") == "failed":
+        _finish(run, Run.Status.FAILED, stop_reason="failed_end", error=f"The run ended at {node_run.node_id!r}.",
+                output=output)
+    else:
+        _finish(run, Run.Status.COMPLETED, output=output)
+
+
+def _render_data(value: Any, scope: dict[str, Any]) -> Any:
+    if isinstance(value, str):
+        return expressions.template_value(value, scope)
+    if isinstance(value, dict):
+        return {k: _render_data(v, scope) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render_data(v, scope) for v in value]
+    return value
+
+
+def _pause(run: Run, node_run: NodeRun, node: dict[str, Any]) -> bool:
+    """Open a pausing node's first phase; True when it paused, False when it was decided at once."""
+    handler = HANDLERS[node["type"]]
+    ctx = Ctx(run=run, node_run=node_run, node=node, model=_model_for(run, node), record=_recorder(run, node_run))
+    try:
+        step = handler.enter(ctx)
+    except (AnswerRejected, expressions.EvaluationError, ValueError) as exc:
+        _complete_node(node_run, status=NodeRun.Status.FAILED, error=str(exc))
+        _fail(run, f"Node {node_run.node_id!r} could not start: {exc}")
+        return False
+    if step is not None:
+        _decide(run, node_run, step)
+        return False
+    node_run.status = NodeRun.Status.PAUSED
+    node_run.input = handler.pending(ctx)
+    node_run.save()
+    run.status = Run.Status.PAUSED
+    run.updated_at = timezone.now()
+    run.save()
+    return True
+
+
+def _subworkflow(run: Run, node_run: NodeRun, node: dict[str, Any]) -> Run | None:
+    """Start the child run; the parent waits, paused, until the child ends."""
+    scope = Scope(owner=run.owner, project=run.project)
+    try:
+        child_workflow = workflow_find(scope=scope, workflow_id=node["workflow"])
+        context = _render_data(node.get("context", {}), _scope(run))
+        child = run_create(caller=Caller.trusted(run.owner, via="task"), scope=scope,
+                           definition=child_workflow.config, context=context if isinstance(context, dict) else {},
+                           workflow=child_workflow, workflow_key=child_workflow.workflow_id,
+                           source=child_workflow.source, host=run.host, kind=run.kind, parent=run,
+                           parent_node=node_run.node_id,
+                           caps=Caps(run.spending_cap_usd, run.spending_cap_tokens))
+    except DomainError as exc:
+        _complete_node(node_run, status=NodeRun.Status.FAILED, error=exc.message)
+        run.outputs = {**run.outputs, node_run.node_id: None}
+        _follow(run, node_run, "failed")
+        return None
+    node_run.status = NodeRun.Status.PAUSED
+    node_run.input = {"workflow": node["workflow"], "context": child.context, "childRunId": child.pk}
+    node_run.save()
+    run.status = Run.Status.PAUSED
+    run.updated_at = timezone.now()
+    run.save()
+    return child
+
+
+def _scripts_allowed(run: Run) -> bool:
+    own = ScriptSettings.objects.filter(user=run.owner).first()
+    if own is not None:
+        return own.scripts_enabled
+    site = ScriptSettings.objects.filter(user__isnull=True).first()
+    return site is None or site.scripts_enabled
+
+
+def _step_once(run_id: str) -> tuple[str, Any]:
+    """Advance one node under the lock. Returns what to do next outside it:
+    ("stop", None), ("again", None), ("script", node_run_id) or ("child", child_run_id)."""
+    with transaction.atomic():
+        run = _locked(run_id)
+        if run.status != Run.Status.RUNNING:
+            return "stop", None
+        node_id = run.current_node
+        node = _definition_node(run, node_id)
+        node_run = _enter(run, node_id)
+        if node_run is None:
+            return "stop", None
+        kind = node["type"]
+        if kind == "condition":
+            _condition(run, node_run, node)
+        elif kind == "end":
+            _end(run, node_run, node)
+        elif kind == "subworkflow":
+            child = _subworkflow(run, node_run, node)
+            if child is not None:
+                return "child", child.pk
+        elif kind == "script":
+            if not _scripts_allowed(run):
+                _complete_node(node_run, status=NodeRun.Status.FAILED, error="Script nodes are turned off.")
+                _fail(run, f"Script node {node_id!r} cannot run: script nodes are turned off for this account "
+                           "or site.", stop_reason="scripts_disabled")
+                return "stop", None
+            return "script", node_run.pk
+        else:
+            _pause(run, node_run, node)
+        return "again", None
+
+
+def drive(run_id: str, *, inline_scripts: bool = False) -> None:
+    """Run every node that needs no answer, until the run pauses or ends. Script nodes go to a
+    worker (waiting up to their timeout) unless `inline_scripts`: a worker runs them itself."""
+    while True:
+        action, target = _step_once(run_id)
+        if action == "again":
+            continue
+        if action == "child":
+            drive(target, inline_scripts=inline_scripts)
+            _child_settled(target, inline_scripts=inline_scripts)
+            return
+        if action == "script":
+            if inline_scripts:
+                from runs.scripts import script_execute
+
+                script_execute(target)
+                continue
+            from runs.scripts import script_dispatch
+
+            script_dispatch(target)  # whoever runs the script carries the run on
+            return
+        _settle_parent(run_id, inline_scripts=inline_scripts)
+        return
+
+
+def _child_settled(child_id: str, *, inline_scripts: bool) -> None:
+    child = Run.objects.get(pk=child_id)
+    if child.is_terminal:
+        _resume_parent(child, inline_scripts=inline_scripts)
+
+
+def _settle_parent(run_id: str, *, inline_scripts: bool) -> None:
+    run = Run.objects.get(pk=run_id)
+    if run.parent_id and run.is_terminal:
+        _resume_parent(run, inline_scripts=inline_scripts)
+
+
+def _resume_parent(child: Run, *, inline_scripts: bool) -> None:
+    """The child ended: its parent's subworkflow node is decided by how."""
+    with transaction.atomic():
+        parent = _locked(child.parent_id)
+        node_run = parent.nodes.filter(node_id=child.parent_node, status=NodeRun.Status.PAUSED).order_by(
+            "-seq").first()
+        if parent.is_terminal or node_run is None or node_run.input.get("childRunId") != child.pk:
+            return
+        event = "completed" if child.status == Run.Status.COMPLETED else "failed"
+        parent.status = Run.Status.RUNNING
+        _add_child_costs(parent, child)
+        _decide(parent, node_run, Step(event=event, output=child.output))
+        if event == "failed":
+            node_run.error = child.error or f"The child run ended {child.status}."
+            node_run.save()
+        _check_caps(parent)
+    drive(parent.pk, inline_scripts=inline_scripts)
+
+
+def _add_child_costs(parent: Run, child: Run) -> None:
+    for field in ("total_cost_usd", "metered_cost_usd", "subscription_equiv_cost_usd", "input_tokens",
+                  "output_tokens"):
+        setattr(parent, field, getattr(parent, field) + getattr(child, field))
+    parent.save()
+
+
+# --- answers ---------------------------------------------------------------------------------------
+
+def _recorder(run: Run, node_run: NodeRun) -> Any:
+    def record(*, prompt: str, response: str, phase: str = "", agent_index: int | None = None,
+               usage: dict[str, Any] | None = None, thinking: str | None = None, model: str | None = None) -> None:
+        used_model = model or _model_for(run, _definition_node(run, node_run.node_id))
+        charge = costs.turn_charge(model=used_model, usage=usage, prompt=prompt, response=response,
+                                   free=phase == "human")
+        node_run.turns.create(phase=phase, agent_index=agent_index, model=used_model, prompt=prompt,
+                              response=response, thinking=thinking or "", usage=usage or {},
+                              input_tokens=charge.input_tokens, output_tokens=charge.output_tokens,
+                              cost_usd=charge.cost_usd, estimated=charge.estimated)
+        run.input_tokens += charge.input_tokens
+        run.output_tokens += charge.output_tokens
+        run.total_cost_usd += charge.cost_usd
+        if run.billing_mode == "metered":
+            run.metered_cost_usd += charge.cost_usd
+        else:
+            run.subscription_equiv_cost_usd += charge.cost_usd
+
+    return record
+
+
+def _check_caps(run: Run) -> bool:
+    """Stop the run when a spending cap is exceeded; True when it was."""
+    over_usd = run.spending_cap_usd is not None and run.total_cost_usd > run.spending_cap_usd
+    over_tokens = run.spending_cap_tokens is not None and \
+        run.input_tokens + run.output_tokens > run.spending_cap_tokens
+    if not (over_usd or over_tokens):
+        return False
+    spent = (f"${run.total_cost_usd:.4f} against a cap of ${run.spending_cap_usd}" if over_usd else
+             f"{run.input_tokens + run.output_tokens} tokens against a cap of {run.spending_cap_tokens}")
+    _fail(run, f"The run stopped: it spent {spent}.", stop_reason="spending_cap_exceeded")
+    return True
+
+
+def run_answer(*, scope: Scope, run_id: str, tool: str, payload: dict[str, Any]) -> Run:
+    """Apply one answer to the run's paused node, then drive on. The paused step is read before the
+    lock and checked again under it: of two racing answers to one step, the second finds the step
+    gone and is refused, so nothing is applied twice."""
+    run = run_get(scope=scope, run_id=run_id, kind=None)
+    expected = _paused_node(run) if run.status == Run.Status.PAUSED else None
+    with transaction.atomic():
+        run = _locked(run.pk)
+        if run.is_terminal:
+            raise RunError(f"The run is already {run.status}.", code="run_terminal")
+        node_run = _paused_node(run) if run.status == Run.Status.PAUSED else None
+        if node_run is None or expected is None or node_run.pk != expected.pk:
+            raise RunError("The run is not waiting for this answer (another answer was just applied, or it is "
+                           "busy); call get_run_status for the current step.", code="not_waiting")
+        node = _definition_node(run, node_run.node_id)
+        handler = HANDLERS.get(node["type"])
+        if handler is None or handler.tool != tool:
+            wanted = handler.tool if handler else "nothing: it waits on a subworkflow"
+            raise RunError(f"The run is paused at a {node['type']} node, which {tool} cannot answer; "
+                           f"use {wanted}.", code="wrong_tool")
+        ctx = Ctx(run=run, node_run=node_run, node=node, model=_model_for(run, node),
+                  record=_recorder(run, node_run))
+        step = handler.answer(ctx, payload)
+        node_run.save()
+        if _check_caps(run):
+            _complete_node(node_run, status=NodeRun.Status.FAILED, error="Stopped by the spending cap.")
+            return run
+        if step.event is None:
+            node_run.input = handler.pending(ctx)
+            node_run.save()
+            run.updated_at = timezone.now()
+            run.save()
+            return run
+        run.status = Run.Status.RUNNING
+        _decide(run, node_run, step)
+    drive(run.pk)
+    return Run.objects.get(pk=run.pk)
+
+
+def run_cancel(*, scope: Scope, run_id: str) -> Run:
+    run = run_get(scope=scope, run_id=run_id, kind=None)
+    with transaction.atomic():
+        run = _locked(run.pk)
+        if run.is_terminal:
+            raise RunError(f"The run is already {run.status}; only a running or paused run can be cancelled.",
+                           code="run_terminal")
+        _cancel_tree(run)
+    if run.parent_id:
+        _resume_parent(Run.objects.get(pk=run.pk), inline_scripts=False)
+    return Run.objects.get(pk=run.pk)
+
+
+def _cancel_tree(run: Run) -> None:
+    for node_run in run.nodes.filter(status__in=(NodeRun.Status.RUNNING, NodeRun.Status.PAUSED,
+                                                 NodeRun.Status.PENDING)):
+        _complete_node(node_run, status=NodeRun.Status.CANCELLED, error="Cancelled.")
+    _finish(run, Run.Status.CANCELLED, stop_reason="cancelled")
+    for child in Run.objects.select_for_update().filter(parent=run).exclude(status__in=Run.TERMINAL):
+        _cancel_tree(child)
+
+
+def public_url(run: Run) -> str:
+    return f"{settings.ATRIUM_PUBLIC_URL}/runs/{run.pk}?project={run.project_key or 'global'}"

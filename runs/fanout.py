@@ -1,0 +1,1 @@
+"""Fan-out nodes: consensus, round_robin and map."""

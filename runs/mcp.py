@@ -1,0 +1,176 @@
+"""Roscoe's run tools: start a workflow, answer its paused steps, cancel it, and look at runs.
+Every tool takes the same `cwd` / `global` scope as the workflow tools; a run of another project
+(or user) is "Run not found."."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from mcp import types
+from pydantic import Field
+
+from accounts.errors import DomainError
+from accounts.mcp_registry import Toolset, error_payload_result, tool
+from runs import engine, selectors
+from workflows.mcp import Cwd, Global, Source
+from workflows.scoping import Scope, scope_resolve
+
+RunId = Annotated[str, Field(description="The run's id (runId).")]
+READ, EXECUTE = "runs:read", "runs:execute"
+
+
+class RunTools(Toolset):
+    def _error_result(self, exc: DomainError) -> types.CallToolResult:
+        return error_payload_result({"error": exc.message, "code": exc.code, **exc.extra})
+
+    def _scope(self, cwd: str | None, global_: bool | None) -> Scope:
+        return scope_resolve(caller=self.caller, cwd=cwd, global_=global_)
+
+    def _answer(self, run_id: str, tool_name: str, payload: dict[str, Any], cwd: str | None,
+                global_: bool | None) -> dict[str, Any]:
+        run = engine.run_answer(scope=self._scope(cwd, global_), run_id=run_id, tool=tool_name, payload=payload)
+        return selectors.advance_result(run)
+
+    @tool(name="start_workflow", title="Start a workflow", scope=EXECUTE, read_only=False, destructive=False,
+          idempotent=False, open_world=False)
+    def start_workflow(
+        self, workflow_id: Annotated[str, Field(description="The workflow to run.")],
+        context: Annotated[dict[str, Any] | None, Field(description="The start context (checked against the "
+                                                                    "workflow's context schema).")] = None,
+        source: Source = None,
+        host: Annotated[Literal["claude_code", "cowork", "desktop_chat"] | None, Field(
+            description="Your surface: decides whether fan-out runs on the user's subscription.")] = None,
+        spending_cap_usd: Annotated[float | None, Field(ge=0, description="Stop the run once its cost exceeds "
+                                                                          "this.")] = None,
+        spending_cap_tokens: Annotated[int | None, Field(ge=0, description="Stop the run once its input plus "
+                                                                           "output tokens exceed this.")] = None,
+        cwd: Cwd = None, global_: Global = None,
+    ) -> Any:
+        """Start a workflow: script and condition nodes run at once, then the run pauses at the first AI or
+        human node and returns pendingStep. Answers {runId, status, url, workflow: {id, name, description},
+        narration, pendingStep?} plus the cost fields. Answer ai_agent/ai_judge steps with advance_run;
+        consensus, round_robin and map with their advance_* tool; human steps only with the user's choice via
+        resume_run (never choose for them)."""
+        caps = engine.Caps(usd=Decimal(str(spending_cap_usd)) if spending_cap_usd is not None else None,
+                           tokens=spending_cap_tokens)
+        run = engine.run_start(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=workflow_id,
+                               source=source, context=context, host=host, caps=caps)
+        result = selectors.advance_result(run)
+        name = run.workflow_name
+        return {
+            **result,
+            "workflow": {"id": run.workflow_key, "name": name, "description": run.workflow_description or None},
+            "narration": f"Started the workflow \u201c{name}\u201d. Follow it live: {result['url']}",
+        }
+
+    @tool(name="get_run_status", title="Run status", scope=READ, read_only=True, destructive=False, idempotent=True,
+          open_world=False)
+    def get_run_status(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
+        """The run's status and its pending step, as AdvanceResult. If the step is a human node, show the
+        prompt and the valid transitions to the user as a numbered list and wait for their reply; do not call
+        resume_run on your own."""
+        return selectors.advance_result(engine.run_get(scope=self._scope(cwd, global_), run_id=run_id, kind=None))
+
+    @tool(name="advance_run", title="Answer an AI step", scope=EXECUTE, read_only=False, destructive=False,
+          idempotent=False, open_world=False)
+    def advance_run(
+        self, run_id: RunId, response: Annotated[str, Field(description="Your answer to the pending step's "
+                                                                        "prompt. ai_judge: the JSON envelope "
+                                                                        "{\"verdict\", \"reasoning\"}.")],
+        usage: Annotated[dict[str, Any] | None, Field(description="Real usage: {inputTokens, outputTokens, "
+                                                                  "cacheCreationTokens, cacheReadTokens, "
+                                                                  "costUsd}; otherwise cost is estimated.")]
+        = None,
+        thinking: Annotated[str | None, Field(description="Your reasoning for this step, kept on the turn.")] = None,
+        cwd: Cwd = None, global_: Global = None,
+    ) -> Any:
+        """Answer a pending ai_agent or ai_judge step. An ai_judge answer that is not the envelope is refused
+        and the run stays at the node. Answers the updated AdvanceResult."""
+        return self._answer(run_id, "advance_run", {"response": response, "usage": usage, "thinking": thinking},
+                            cwd, global_)
+
+    @tool(name="advance_consensus", title="Answer a consensus step", scope=EXECUTE, read_only=False,
+          destructive=False, idempotent=False, open_world=False)
+    def advance_consensus(
+        self, run_id: RunId, results: Annotated[list[dict[str, Any]], Field(
+            min_length=1, description="One {raw} per subagent, in agents[] order.")],
+        cwd: Cwd = None, global_: Global = None,
+    ) -> Any:
+        """Answer a consensus step: run agentCount independent subagents (none sees another's answer) on the
+        pendingStep's agents[i].model and prompt, and return every raw answer. consensusPhase says what they
+        answer: vote/retry (the verdict envelope), generate (free prose) or aggregate (one agent: {"reasoning",
+        "index"})."""
+        return self._answer(run_id, "advance_consensus", {"results": results}, cwd, global_)
+
+    @tool(name="advance_round_robin", title="Answer a round-robin step", scope=EXECUTE, read_only=False,
+          destructive=False, idempotent=False, open_world=False)
+    def advance_round_robin(
+        self, run_id: RunId,
+        verdicts: Annotated[list[dict[str, Any]] | None, Field(description="Matchup rounds: [{id, winner: \"A\" "
+                                                                           "or \"B\", margin: 0-100, "
+                                                                           "reasoning?}].")] = None,
+        result: Annotated[dict[str, Any] | None, Field(description="Resolve round: {raw}.")] = None,
+        cwd: Cwd = None, global_: Global = None,
+    ) -> Any:
+        """Answer a round_robin step by roundRobinPhase: resolve (run agents[0].prompt, return {raw} as result),
+        or first/contested (one independent subagent per matchup picks A or B with a 0-100 margin; send verdicts
+        as waves finish; the node re-pauses with what is still outstanding)."""
+        return self._answer(run_id, "advance_round_robin", {"verdicts": verdicts, "result": result}, cwd, global_)
+
+    @tool(name="advance_map", title="Answer a map step", scope=EXECUTE, read_only=False, destructive=False,
+          idempotent=False, open_world=False)
+    def advance_map(
+        self, run_id: RunId, results: Annotated[list[dict[str, Any]], Field(
+            min_length=1, description="One {raw} per subagent, in agent order.")],
+        cwd: Cwd = None, global_: Global = None,
+    ) -> Any:
+        """Answer a map step: run exactly agentCount independent subagents on agents[i].model and prompt and
+        return each raw answer in order, whatever mapPhase is (extract, map, reduce). An empty answer in the map
+        round is a failed branch."""
+        return self._answer(run_id, "advance_map", {"results": results}, cwd, global_)
+
+    @tool(name="resume_run", title="Resume after a human step", scope=EXECUTE, read_only=False, destructive=False,
+          idempotent=False, open_world=False)
+    def resume_run(self, run_id: RunId, transition: Annotated[str, Field(
+            description="The choice the user made, one of validTransitions.")], cwd: Cwd = None,
+            global_: Global = None) -> Any:
+        """Continue a run paused at a human node with the user's choice. Do not call this on your own: show the
+        node's prompt and the valid transitions as a numbered list, and wait for the user to choose."""
+        return self._answer(run_id, "resume_run", {"transition": transition}, cwd, global_)
+
+    @tool(name="cancel_run", title="Cancel a run", scope=EXECUTE, read_only=False, destructive=True,
+          idempotent=False, open_world=False)
+    def cancel_run(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
+        """Cancel a running or paused run: a running script is stopped, the current node is marked cancelled,
+        and child runs are cancelled too. An error if the run has already ended."""
+        return selectors.advance_result(engine.run_cancel(scope=self._scope(cwd, global_), run_id=run_id))
+
+    @tool(name="list_runs", title="List runs", scope=READ, read_only=True, destructive=False, idempotent=True,
+          open_world=False)
+    def list_runs(
+        self, workflow_id: Annotated[str | None, Field(description="Only this workflow's runs.")] = None,
+        status: Annotated[Literal["pending", "running", "paused", "completed", "failed", "cancelled"] | None,
+                          Field(description="Only runs in this status.")] = None,
+        since: Annotated[datetime | None, Field(description="Only runs started at or after this ISO 8601 "
+                                                            "time.")] = None,
+        limit: Annotated[int, Field(ge=1, le=500, description="At most this many (default 25).")] = 25,
+        kind: Annotated[Literal["real", "test", "all"], Field(description="real (default), test or all.")] = "real",
+        cwd: Cwd = None, global_: Global = None,
+    ) -> Any:
+        """Recent runs in this project (or the global namespace), newest first: [{id, workflowId, workflowName,
+        status, startedAt, completedAt, source, workflowSource, kind}]."""
+        return selectors.run_list(scope=self._scope(cwd, global_), workflow_id=workflow_id, status=status,
+                                  since=since, limit=limit, kind=kind)
+
+    @tool(name="get_run_history", title="Run history", scope=READ, read_only=True, destructive=False,
+          idempotent=True, open_world=False)
+    def get_run_history(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
+        """The full per-node trace of a run: {run: {..., parentRunId, childRunIds, awaitingChild}, nodes: [{id,
+        nodeId, nodeType, status, startedAt, completedAt, durationMs, attempts, input, output, error, turns,
+        children}]}."""
+        run = engine.run_get(scope=self._scope(cwd, global_), run_id=run_id, kind=None)
+        return selectors.run_history(run)
+
+

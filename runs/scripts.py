@@ -66,15 +66,20 @@ def script_execute(node_run_id: int) -> None:
         if node_run.status != NodeRun.Status.RUNNING or run.status != Run.Status.RUNNING:
             return
         output = result.output()
-        if result.timed_out:
-            _complete_node(node_run, status=NodeRun.Status.FAILED, output=output, error=result.error() or "")
-            run.outputs = {**run.outputs, node_run.node_id: output}
-            _fail(run, f"Script {node_run.node_id!r}: {result.error()}", stop_reason="script_timeout")
+        if result.succeeded:
+            _decide(run, node_run, Step(event="success", output=output))
             return
-        _decide(run, node_run, Step(event="success" if result.succeeded else "failure", output=output))
-        if not result.succeeded:
+        node = run.definition["nodes"][node_run.node_id]
+        if "failure" in node.get("transitions", {}):
+            _decide(run, node_run, Step(event="failure", output=output))
             node_run.error = result.error() or ""
             node_run.save()
+            return
+        # No failure path: the run fails, saying why the script did.
+        _complete_node(node_run, status=NodeRun.Status.FAILED, output=output, error=result.error() or "")
+        run.outputs = {**run.outputs, node_run.node_id: output}
+        _fail(run, f"Script {node_run.node_id!r} failed: {result.error()}",
+              stop_reason="script_timeout" if result.timed_out else "script_failed")
 
 
 def script_execute_and_continue(node_run_id: int) -> None:

@@ -24,9 +24,9 @@ from django.db import transaction
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
+import runs.fanout  # noqa: F401  (registers the consensus, round_robin and map handlers)
 from accounts.caller import Caller
 from accounts.errors import DomainError, NotFound
-import runs.fanout  # noqa: F401  (registers the consensus, round_robin and map handlers)
 from runs import costs
 from runs.models import NodeRun, Run, ScriptSettings
 from runs.nodes import HANDLERS, AnswerRejected, Ctx, Step
@@ -442,7 +442,14 @@ def run_answer(*, scope: Scope, run_id: str, tool: str, payload: dict[str, Any])
                            f"use {wanted}.", code="wrong_tool")
         ctx = Ctx(run=run, node_run=node_run, node=node, model=_model_for(run, node),
                   record=_recorder(run, node_run))
-        step = handler.answer(ctx, payload)
+        try:
+            step = handler.answer(ctx, payload)
+        except (expressions.EvaluationError, expressions.ExpressionError, ValueError) as exc:
+            # The answer was fine but the node cannot go on with it (a reduce template that does not
+            # evaluate, say): the node fails, as it would on entry.
+            _complete_node(node_run, status=NodeRun.Status.FAILED, error=str(exc))
+            _fail(run, f"Node {node_run.node_id!r} failed: {exc}")
+            return run
         node_run.save()
         if _check_caps(run):
             _complete_node(node_run, status=NodeRun.Status.FAILED, error="Stopped by the spending cap.")

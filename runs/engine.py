@@ -14,7 +14,6 @@ person on the run page; later an operator's model backend for runs started by tr
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -35,7 +34,6 @@ from workflows.models import Workflow, WorkflowRevision
 from workflows.scoping import Scope
 from workflows.selectors import workflow_find
 
-logger = logging.getLogger(__name__)
 
 SYNC_TYPES = ("script", "condition", "subworkflow", "end")
 RUN_NOT_FOUND = "Run not found."

@@ -34,8 +34,6 @@ from workflows.models import Workflow, WorkflowRevision
 from workflows.scoping import Scope
 from workflows.selectors import workflow_find
 
-
-SYNC_TYPES = ("script", "condition", "subworkflow", "end")
 RUN_NOT_FOUND = "Run not found."
 
 

@@ -260,8 +260,7 @@ def _subworkflow(run: Run, node_run: NodeRun, node: dict[str, Any]) -> Run | Non
                            definition=child_workflow.config, context=context if isinstance(context, dict) else {},
                            workflow=child_workflow, workflow_key=child_workflow.workflow_id,
                            source=child_workflow.source, host=run.host, kind=run.kind, parent=run,
-                           parent_node=node_run.node_id,
-                           caps=Caps(run.spending_cap_usd, run.spending_cap_tokens))
+                           parent_node=node_run.node_id, caps=_remaining_caps(run))
     except DomainError as exc:
         _complete_node(node_run, status=NodeRun.Status.FAILED, error=exc.message)
         run.outputs = {**run.outputs, node_run.node_id: None}
@@ -274,6 +273,15 @@ def _subworkflow(run: Run, node_run: NodeRun, node: dict[str, Any]) -> Run | Non
     run.updated_at = timezone.now()
     run.save()
     return child
+
+
+def _remaining_caps(run: Run) -> Caps:
+    """A child may spend what its parent has left, so the two together stay within the parent's caps."""
+    usd = run.spending_cap_usd - run.total_cost_usd if run.spending_cap_usd is not None else None
+    tokens = (run.spending_cap_tokens - run.input_tokens - run.output_tokens
+              if run.spending_cap_tokens is not None else None)
+    return Caps(usd=max(usd, Decimal(0)) if usd is not None else None,
+                tokens=max(tokens, 0) if tokens is not None else None)
 
 
 def _scripts_allowed(run: Run) -> bool:
@@ -423,43 +431,51 @@ def run_answer(*, scope: Scope, run_id: str, tool: str, payload: dict[str, Any])
     run = run_get(scope=scope, run_id=run_id, kind=None)
     expected = _paused_node(run) if run.status == Run.Status.PAUSED else None
     with transaction.atomic():
-        run = _locked(run.pk)
-        if run.is_terminal:
-            raise RunError(f"The run is already {run.status}.", code="run_terminal")
-        node_run = _paused_node(run) if run.status == Run.Status.PAUSED else None
-        if node_run is None or expected is None or node_run.pk != expected.pk:
-            raise RunError("The run is not waiting for this answer (another answer was just applied, or it is "
-                           "busy); call get_run_status for the current step.", code="not_waiting")
-        node = _definition_node(run, node_run.node_id)
-        handler = HANDLERS.get(node["type"])
-        if handler is None or handler.tool != tool:
-            wanted = handler.tool if handler else "nothing: it waits on a subworkflow"
-            raise RunError(f"The run is paused at a {node['type']} node, which {tool} cannot answer; "
-                           f"use {wanted}.", code="wrong_tool")
-        ctx = Ctx(run=run, node_run=node_run, node=node, model=_model_for(run, node),
-                  record=_recorder(run, node_run))
-        try:
-            step = handler.answer(ctx, payload)
-        except (expressions.EvaluationError, expressions.ExpressionError, ValueError) as exc:
-            # The answer was fine but the node cannot go on with it (a reduce template that does not
-            # evaluate, say): the node fails, as it would on entry.
-            _complete_node(node_run, status=NodeRun.Status.FAILED, error=str(exc))
-            _fail(run, f"Node {node_run.node_id!r} failed: {exc}")
-            return run
-        node_run.save()
-        if _check_caps(run):
-            _complete_node(node_run, status=NodeRun.Status.FAILED, error="Stopped by the spending cap.")
-            return run
-        if step.event is None:
-            node_run.input = handler.pending(ctx)
-            node_run.save()
-            run.updated_at = timezone.now()
-            run.save()
-            return run
-        run.status = Run.Status.RUNNING
-        _decide(run, node_run, step)
-    drive(run.pk)
+        decided = _apply_answer(_locked(run.pk), expected, tool, payload)
+    if decided:
+        drive(run.pk)
+    else:
+        # The answer may have stopped the run (a cap, a failing node): a parent waiting on it moves on.
+        _settle_parent(run.pk, inline_scripts=False)
     return Run.objects.get(pk=run.pk)
+
+
+def _apply_answer(run: Run, expected: NodeRun | None, tool: str, payload: dict[str, Any]) -> bool:
+    """Apply the answer to the locked run; True when its node was decided and the run should go on."""
+    if run.is_terminal:
+        raise RunError(f"The run is already {run.status}.", code="run_terminal")
+    node_run = _paused_node(run) if run.status == Run.Status.PAUSED else None
+    if node_run is None or expected is None or node_run.pk != expected.pk:
+        raise RunError("The run is not waiting for this answer (another answer was just applied, or it is "
+                       "busy); call get_run_status for the current step.", code="not_waiting")
+    node = _definition_node(run, node_run.node_id)
+    handler = HANDLERS.get(node["type"])
+    if handler is None or handler.tool != tool:
+        wanted = handler.tool if handler else "nothing: it waits on a subworkflow"
+        raise RunError(f"The run is paused at a {node['type']} node, which {tool} cannot answer; "
+                       f"use {wanted}.", code="wrong_tool")
+    ctx = Ctx(run=run, node_run=node_run, node=node, model=_model_for(run, node), record=_recorder(run, node_run))
+    try:
+        step = handler.answer(ctx, payload)
+    except (expressions.EvaluationError, expressions.ExpressionError, ValueError) as exc:
+        # The answer was fine but the node cannot go on with it (a reduce template that does not
+        # evaluate, say): the node fails, as it would on entry.
+        _complete_node(node_run, status=NodeRun.Status.FAILED, error=str(exc))
+        _fail(run, f"Node {node_run.node_id!r} failed: {exc}")
+        return False
+    node_run.save()
+    if _check_caps(run):
+        _complete_node(node_run, status=NodeRun.Status.FAILED, error="Stopped by the spending cap.")
+        return False
+    if step.event is None:
+        node_run.input = handler.pending(ctx)
+        node_run.save()
+        run.updated_at = timezone.now()
+        run.save()
+        return False
+    run.status = Run.Status.RUNNING
+    _decide(run, node_run, step)
+    return True
 
 
 def run_cancel(*, scope: Scope, run_id: str) -> Run:

@@ -13,8 +13,8 @@ from pydantic import Field
 
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, error_payload_result, tool
-from runs import engine, selectors
-from workflows.mcp import Cwd, Global, Source
+from runs import engine, selectors, testing
+from workflows.mcp import Config, Cwd, Global, Source
 from workflows.scoping import Scope, scope_resolve
 
 RunId = Annotated[str, Field(description="The run's id (runId).")]
@@ -23,6 +23,8 @@ READ, EXECUTE = "runs:read", "runs:execute"
 
 class RunTools(Toolset):
     def _error_result(self, exc: DomainError) -> types.CallToolResult:
+        if isinstance(exc, testing.WorkflowTestFailed):
+            return error_payload_result(exc.payload)
         return error_payload_result({"error": exc.message, "code": exc.code, **exc.extra})
 
     def _scope(self, cwd: str | None, global_: bool | None) -> Scope:
@@ -57,13 +59,7 @@ class RunTools(Toolset):
                            tokens=spending_cap_tokens)
         run = engine.run_start(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=workflow_id,
                                source=source, context=context, host=host, caps=caps)
-        result = selectors.advance_result(run)
-        name = run.workflow_name
-        return {
-            **result,
-            "workflow": {"id": run.workflow_key, "name": name, "description": run.workflow_description or None},
-            "narration": f"Started the workflow \u201c{name}\u201d. Follow it live: {result['url']}",
-        }
+        return selectors.start_result(run)
 
     @tool(name="get_run_status", title="Run status", scope=READ, read_only=True, destructive=False, idempotent=True,
           open_world=False)
@@ -173,4 +169,34 @@ class RunTools(Toolset):
         run = engine.run_get(scope=self._scope(cwd, global_), run_id=run_id, kind=None)
         return selectors.run_history(run)
 
-
+    @tool(name="test_workflow", title="Test a workflow", scope=EXECUTE, read_only=False, destructive=False,
+          idempotent=False, open_world=False)
+    def test_workflow(
+        self, workflow_id: Annotated[str | None, Field(description="A stored workflow to test (or config).")] = None,
+        source: Source = None, config: Config = None,
+        context: Annotated[dict[str, Any] | None, Field(description="The start context, as for "
+                                                                    "start_workflow.")] = None,
+        mock_responses: Annotated[dict[str, str | list[str | dict[str, Any]]] | None, Field(
+            description="Node id -> mock. ai_agent/ai_judge: the response; human: the transition. consensus "
+                        "and map: a list of raw answers, one per agent of each phase, in order across phases. "
+                        "round_robin: a list with, per phase, the resolve answer or one entry per outstanding "
+                        "matchup (\"A\", \"B\" or {winner, margin?, reasoning?}). A string answers every visit; "
+                        "a list goes on where it left off when a loop returns to the node.")] = None,
+        timeout_ms: Annotated[int, Field(ge=testing.MIN_TIMEOUT_MS, le=testing.MAX_TIMEOUT_MS,
+                                         description="Wall-clock budget for the whole test (default 60000). "
+                                                     "It cannot interrupt one running script: give the script "
+                                                     "its own timeout.")] = testing.DEFAULT_TIMEOUT_MS,
+        cwd: Cwd = None, global_: Global = None,
+    ) -> Any:
+        """Run a workflow end to end on the real engine, answering every AI and human step it reaches from
+        mock_responses, then delete the test run (it never shows in list_runs). Pass exactly one of workflow_id
+        (+ source) or config (validated like validate_workflow). Script, condition and subworkflow nodes run
+        for real (a child run's steps are answered from the same mocks, by node id); fan-out nodes (consensus,
+        round_robin, map) are answered from list mocks, so fanout_in_test_mode_unsupported is never returned.
+        Answers {ok: true, finalStatus, durationMs, nodeTrace}; failures {ok: false, code, message, nodeId?,
+        nodeType?, finalStatus?, durationMs?, nodeTrace?, details?} with code invalid_input,
+        workflow_not_found, invalid_config, missing_mock (a reached node has no mock, or its list ran out),
+        runner_error (the engine refused a mock) or timeout."""
+        return testing.workflow_test(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=workflow_id,
+                                     source=source, config=config, context=context, mock_responses=mock_responses,
+                                     timeout_ms=timeout_ms)

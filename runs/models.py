@@ -2,6 +2,8 @@ import secrets
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 
@@ -159,8 +161,8 @@ class ScriptSettings(models.Model):
     class Meta:
         verbose_name = "script settings"
         verbose_name_plural = "script settings"
-        constraints = [models.UniqueConstraint(fields=["user"], condition=models.Q(user__isnull=True),
-                                               name="one_site_script_settings")]
+        # NULLs are distinct in a unique index, so the site's row (no user) is made unique as user 0.
+        constraints = [models.UniqueConstraint(Coalesce("user", Value(0)), name="one_script_settings_per_user")]
 
     def __str__(self) -> str:
         return f"scripts for {self.user or 'the whole site'}: {'on' if self.scripts_enabled else 'off'}"

@@ -84,6 +84,18 @@ def advance_result(run: Run) -> dict[str, Any]:
     return {**result, **cost_fields(root)}
 
 
+def start_result(run: Run) -> dict[str, Any]:
+    """What starting a run answers (start_workflow, POST /api/runs/): AdvanceResult plus the workflow
+    and a ready-to-send opening line naming it and its live URL."""
+    result = advance_result(run)
+    name = run.workflow_name
+    return {
+        **result,
+        "workflow": {"id": run.workflow_key, "name": name, "description": run.workflow_description or None},
+        "narration": f"Started the workflow \u201c{name}\u201d. Follow it live: {result['url']}",
+    }
+
+
 def run_list(*, scope: Scope, workflow_id: str | None = None, status: str | None = None,
              since: datetime | None = None, limit: int = 25, kind: str = "real") -> list[dict[str, Any]]:
     runs = Run.objects.filter(owner=scope.owner, project=scope.project)

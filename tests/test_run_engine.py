@@ -6,11 +6,11 @@ import threading
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 
 from accounts.caller import Caller
 from runs import engine
-from runs.models import NodeRun, Run, Turn
+from runs.models import NodeRun, Run, ScriptSettings, Turn
 from tests.conftest import McpClient, Member, make_member
 from workflows.scoping import Scope
 from workflows.services import project_register, workflow_save
@@ -302,7 +302,7 @@ def test_list_runs_filters_by_workflow_status_time_and_limit(tools):
     assert tools.err("list_runs", limit=501, **G)["code"] == "invalid_arguments"
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_of_two_racing_answers_exactly_one_is_applied(monkeypatch):
     member = make_member("alice")
     caller = Caller.trusted(member.user, via="command")
@@ -343,3 +343,24 @@ def test_of_two_racing_answers_exactly_one_is_applied(monkeypatch):
     assert Turn.objects.filter(node_run__run=run).count() == 1
     assert NodeRun.objects.filter(run=run, node_id="draft").count() == 1
     assert Run.objects.get(pk=run.pk).current_node == "review"
+
+
+def test_a_cap_that_stops_a_child_stops_the_parent_too(tools):
+    tools.workflow("polish", CHILD)
+    tools.workflow("parent", PARENT)
+    run_id = tools.ok("start_workflow", workflow_id="parent", spending_cap_usd=1.0, **G)["runId"]
+    waiting = tools.ok("advance_run", run_id=run_id, response="rough", usage={"costUsd": 0.6})
+    child_id = waiting["awaitingChild"]["childRunId"]
+    assert float(Run.objects.get(pk=child_id).spending_cap_usd) == 0.4  # what the parent had left
+    stopped = tools.ok("advance_run", run_id=child_id, response="polished", usage={"costUsd": 0.5})
+    assert stopped["runId"] == run_id
+    assert (stopped["status"], stopped["stop_reason"]) == ("failed", "spending_cap_exceeded")
+    assert stopped["totalCostUsd"] == 1.1
+    assert Run.objects.get(pk=child_id).stop_reason == "spending_cap_exceeded"
+
+
+def test_the_site_has_one_script_settings_row(db):
+    ScriptSettings.objects.create(user=None, scripts_enabled=False)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ScriptSettings.objects.create(user=None, scripts_enabled=True)
+    assert ScriptSettings.objects.count() == 1

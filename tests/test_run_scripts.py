@@ -116,7 +116,7 @@ def test_scripts_can_be_turned_off_for_the_site_or_one_user(alice):
     assert start(bob, PIPELINE, {"count": 1, "who": "b"}).status == "completed"
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_cancel_stops_a_running_script_promptly():
     user = make_member("alice").user
     config = ("name: Long\nstart: long\nnodes:\n  long: {type: script, script: 'sleep 60', timeout: 120, "

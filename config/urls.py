@@ -13,11 +13,13 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("mcp", McpEndpoint.as_view(), name="mcp"),
     path("admin/", admin.site.urls),
+    path("runs/", include("runs.urls")),
     path("accounts/", include("allauth.urls")),
     path("api/", include("accounts.urls")),
     path("api/elements/", include("elements.urls")),
     path("api/workflows/", include("workflows.urls")),
     path("api/projects/", include(project_urlpatterns)),
+    path("api/runs/", include("runs.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     # OAuth 2.1 authorization server. Only the endpoints MCP clients use are mounted: no

@@ -3,11 +3,14 @@ within the caller's exact scope (their user, and the project or the global names
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Count, Max
+
 from runs.engine import _paused_node, public_url
-from runs.models import NodeRun, Run
+from runs.models import NodeRun, Run, Turn
 from workflows.scoping import Scope
 
 FANOUT_HINT = ("Desktop chat cannot spawn subagents: run each agent's prompt yourself, one after another, "
@@ -146,3 +149,20 @@ def run_history(run: Run) -> dict[str, Any]:
                 "output": run.output, "url": public_url(run), **cost_fields(run)},
         "nodes": [_node_row(n, by_parent.get(n.pk, [])) for n in by_parent.get(None, [])],
     }
+
+
+def run_owned(user: Any, run_id: str) -> Run | None:
+    """The run when `user` owns it. The page's ?project= is informational: the id is unique, and
+    anyone else's run is "not found", so its existence does not leak."""
+    return Run.objects.select_related("project", "parent").filter(pk=run_id, owner=user).first()
+
+
+def run_version(run: Run) -> str:
+    """Changes whenever anything the page shows does: the run row, its node visits and turns, and
+    its child runs (a parent waiting on a child shows the child's step)."""
+    visits = NodeRun.objects.filter(run=run).aggregate(count=Count("id"), done=Max("completed_at"))
+    turns = Turn.objects.filter(node_run__run=run).count()
+    children = Run.objects.filter(parent=run).aggregate(count=Count("id"), updated=Max("updated_at"))
+    parts = (run.updated_at.isoformat(), run.status, run.current_node, visits["count"], visits["done"], turns,
+             children["count"], children["updated"])
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:20]

@@ -1,0 +1,155 @@
+"""The run page: one run as its owner sees it (the graph, every node visit with its turns, costs),
+kept live by polling state.json, with a button per choice when a human step waits. Reads go
+through runs.selectors; the one write is runs.engine.run_answer, the same call resume_run makes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.errors import DomainError
+from runs import engine, selectors
+from runs.graph import Graph, NodeBox, layout
+from runs.models import Run
+from workflows.scoping import Scope
+
+NOT_REACHED = "not-reached"
+
+
+def _not_found(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/not_found.html", {"message": engine.RUN_NOT_FOUND}, status=404)
+
+
+def run_page_url(run: Run) -> str:
+    """The page's path with the same ?project= as public_url()."""
+    return f"{reverse('runs:run', args=[run.pk])}?{urlencode({'project': run.project_key or 'global'})}"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _duration(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    if ms < 1000:
+        return f"{ms} ms"
+    seconds = ms / 1000
+    return f"{seconds:.1f} s" if seconds < 60 else f"{int(seconds // 60)} min {int(seconds % 60)} s"
+
+
+def _usd(value: float) -> str:
+    return f"${value:.6f}"
+
+
+def _visit(row: dict[str, Any]) -> dict[str, Any]:
+    """A history row, with its input split into the prompt (shown as text) and the rest (as JSON)."""
+    rest = dict(row["input"] or {})
+    prompt = rest.pop("prompt") if isinstance(rest.get("prompt"), str) else ""
+    return {
+        **row,
+        "prompt": prompt,
+        "inputJson": _json(rest) if rest else "",
+        "outputJson": _json(row["output"]) if row["output"] is not None else "",
+        "duration": _duration(row["durationMs"]),
+        "turns": [{**turn, "cost": _usd(turn["costUsd"])} for turn in row["turns"]],
+        "children": [_visit(child) for child in row["children"]],
+    }
+
+
+def _graph_node(box: NodeBox, status: str, current: bool) -> dict[str, Any]:
+    shown = "not reached" if status == NOT_REACHED else status
+    moves = "; ".join(f"on {event} go to {target}" for event, target in box.transitions)
+    spoken = f"{box.label or box.id}: {box.type} node {box.id}, {shown}{', current step' if current else ''}"
+    return {"box": box, "status": status, "shown": shown, "current": current,
+            "spoken": f"{spoken}. {moves[0].upper() + moves[1:]}." if moves else f"{spoken}."}
+
+
+def _graph(run: Run, visits: list[dict[str, Any]]) -> tuple[Graph, list[dict[str, Any]]]:
+    graph = layout(run.definition)
+    latest = {visit["nodeId"]: visit["status"] for visit in visits}  # later visits overwrite earlier ones
+    current = "" if run.is_terminal else run.current_node
+    return graph, [_graph_node(box, latest.get(box.id, NOT_REACHED), box.id == current) for box in graph.nodes]
+
+
+def _page_context(run: Run) -> dict[str, Any]:
+    history = selectors.run_history(run)
+    visits = [_visit(row) for row in history["nodes"]]
+    # A node's box links to its latest visit, or to its entry under "not reached".
+    anchors = {visit["nodeId"]: visit["id"] for visit in visits}
+    for visit in visits:
+        visit["anchor"] = anchors[visit["nodeId"]] == visit["id"]
+    graph, graph_nodes = _graph(run, visits)
+    step, awaiting = selectors.pending_step(run)
+    costs = history["run"]
+    return {
+        "run": run,
+        "version": selectors.run_version(run),
+        "graph": graph,
+        "graph_nodes": graph_nodes,
+        "legend": [(status, status) for status in ("completed", "running", "paused", "failed", "cancelled")]
+        + [(NOT_REACHED, "not reached")],
+        "visits": visits,
+        "unreached": [node for node in graph_nodes if node["status"] == NOT_REACHED],
+        "children": list(run.children.order_by("started_at", "pk")),
+        "step": step,
+        "step_json": _json(step) if step else "",
+        "awaiting": awaiting,
+        "human_step": step is not None and step["nodeType"] == "human",
+        "costs": {"total": _usd(costs["totalCostUsd"]), "metered": _usd(costs["meteredCostUsd"]),
+                  "subscription": _usd(costs["subscriptionEquivCostUsd"]), "billingMode": costs["billingMode"],
+                  "inputTokens": costs["inputTokens"], "outputTokens": costs["outputTokens"]},
+        "output_json": _json(run.output) if run.output is not None else "",
+        "context_json": _json(run.context),
+    }
+
+
+@never_cache
+@login_required
+@require_GET
+def run_page(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = selectors.run_owned(request.user, run_id)
+    if run is None:
+        return _not_found(request)
+    return render(request, "runs/run.html", _page_context(run))
+
+
+@never_cache
+@login_required
+@require_GET
+def run_state(request: HttpRequest, run_id: str) -> JsonResponse:
+    """What the page polls: it re-reads itself when `version` changes."""
+    run = selectors.run_owned(request.user, run_id)
+    if run is None:
+        return JsonResponse({"error": engine.RUN_NOT_FOUND}, status=404)
+    return JsonResponse({"status": run.status, "currentNode": run.current_node, "terminal": run.is_terminal,
+                         "version": selectors.run_version(run)})
+
+
+@login_required
+@require_POST
+def run_resume(request: HttpRequest, run_id: str) -> HttpResponse:
+    """A person's choice at a human step. The form may sit on an ancestor's page (a parent shows
+    its waiting child's step), so it names the page to go back to."""
+    run = selectors.run_owned(request.user, run_id)
+    if run is None:
+        return _not_found(request)
+    choice = request.POST.get("transition", "")
+    try:
+        engine.run_answer(scope=Scope(owner=run.owner, project=run.project), run_id=run.pk, tool="resume_run",
+                          payload={"transition": choice})
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Chose \u201c{choice}\u201d; the run goes on.")
+    back = selectors.run_owned(request.user, request.POST.get("back", "")) or run
+    return redirect(run_page_url(back))

@@ -61,6 +61,17 @@ def run_get(*, scope: Scope, run_id: str, kind: str | None = Run.Kind.REAL) -> R
     return run
 
 
+# Written once, when the run is created; later saves leave them out (a definition can be tens of KB).
+RUN_FIXED = {"id", "owner", "project", "workflow", "revision", "workflow_key", "workflow_name", "workflow_description",
+             "workflow_source", "definition", "context", "kind", "host", "parent", "parent_node", "spending_cap_usd",
+             "spending_cap_tokens", "billing_mode", "started_at"}
+RUN_PROGRESS = [field.name for field in Run._meta.concrete_fields if field.name not in RUN_FIXED]
+
+
+def _save(run: Run) -> None:
+    run.save(update_fields=RUN_PROGRESS)
+
+
 def _locked(run_id: str) -> Run:
     return Run.objects.select_for_update(of=("self",)).select_related("project").get(pk=run_id)
 
@@ -138,7 +149,7 @@ def _finish(run: Run, status: str, *, stop_reason: str = "", error: str = "", ou
     run.output = output
     run.completed_at = timezone.now()
     run.updated_at = run.completed_at
-    run.save()
+    _save(run)
 
 
 def _fail(run: Run, error: str, *, stop_reason: str = "error") -> None:
@@ -164,7 +175,7 @@ def _follow(run: Run, node_run: NodeRun, event: str) -> None:
         return
     run.current_node = target
     run.updated_at = timezone.now()
-    run.save()
+    _save(run)
 
 
 def _decide(run: Run, node_run: NodeRun, step: Step) -> None:
@@ -186,8 +197,9 @@ def _enter(run: Run, node_id: str) -> NodeRun | None:
               stop_reason="max_iterations_exceeded")
         return None
     run.visits = {**run.visits, node_id: visits}
-    run.save()
-    seq = run.nodes.count()
+    _save(run)
+    # Every visit opens one NodeRun, so the visits so far number them.
+    seq = sum(run.visits.values()) - 1
     return NodeRun.objects.create(run=run, seq=seq, node_id=node_id, node_type=node["type"],
                                   status=NodeRun.Status.RUNNING, attempts=visits)
 
@@ -231,7 +243,8 @@ def _render_data(value: Any, scope: dict[str, Any]) -> Any:
 def _pause(run: Run, node_run: NodeRun, node: dict[str, Any]) -> bool:
     """Open a pausing node's first phase; True when it paused, False when it was decided at once."""
     handler = HANDLERS[node["type"]]
-    ctx = Ctx(run=run, node_run=node_run, node=node, model=_model_for(run, node), record=_recorder(run, node_run))
+    model = _model_for(run, node)
+    ctx = Ctx(run=run, node_run=node_run, node=node, model=model, record=_recorder(run, node_run, model))
     try:
         step = handler.enter(ctx)
     except (AnswerRejected, expressions.EvaluationError, ValueError) as exc:
@@ -246,7 +259,7 @@ def _pause(run: Run, node_run: NodeRun, node: dict[str, Any]) -> bool:
     node_run.save()
     run.status = Run.Status.PAUSED
     run.updated_at = timezone.now()
-    run.save()
+    _save(run)
     return True
 
 
@@ -271,7 +284,7 @@ def _subworkflow(run: Run, node_run: NodeRun, node: dict[str, Any]) -> Run | Non
     node_run.save()
     run.status = Run.Status.PAUSED
     run.updated_at = timezone.now()
-    run.save()
+    _save(run)
     return child
 
 
@@ -385,15 +398,15 @@ def _add_child_costs(parent: Run, child: Run) -> None:
     for field in ("total_cost_usd", "metered_cost_usd", "subscription_equiv_cost_usd", "input_tokens",
                   "output_tokens"):
         setattr(parent, field, getattr(parent, field) + getattr(child, field))
-    parent.save()
+    _save(parent)
 
 
 # --- answers ---------------------------------------------------------------------------------------
 
-def _recorder(run: Run, node_run: NodeRun) -> Any:
+def _recorder(run: Run, node_run: NodeRun, node_model: str) -> Any:
     def record(*, prompt: str, response: str, phase: str = "", agent_index: int | None = None,
                usage: dict[str, Any] | None = None, thinking: str | None = None, model: str | None = None) -> None:
-        used_model = model or _model_for(run, _definition_node(run, node_run.node_id))
+        used_model = model or node_model
         charge = costs.turn_charge(model=used_model, usage=usage, prompt=prompt, response=response,
                                    free=phase == "human")
         node_run.turns.create(phase=phase, agent_index=agent_index, model=used_model, prompt=prompt,
@@ -454,7 +467,8 @@ def _apply_answer(run: Run, expected: NodeRun | None, tool: str, payload: dict[s
         wanted = handler.tool if handler else "nothing: it waits on a subworkflow"
         raise RunError(f"The run is paused at a {node['type']} node, which {tool} cannot answer; "
                        f"use {wanted}.", code="wrong_tool")
-    ctx = Ctx(run=run, node_run=node_run, node=node, model=_model_for(run, node), record=_recorder(run, node_run))
+    model = _model_for(run, node)
+    ctx = Ctx(run=run, node_run=node_run, node=node, model=model, record=_recorder(run, node_run, model))
     try:
         step = handler.answer(ctx, payload)
     except (expressions.EvaluationError, expressions.ExpressionError, ValueError) as exc:
@@ -471,7 +485,7 @@ def _apply_answer(run: Run, expected: NodeRun | None, tool: str, payload: dict[s
         node_run.input = handler.pending(ctx)
         node_run.save()
         run.updated_at = timezone.now()
-        run.save()
+        _save(run)
         return False
     run.status = Run.Status.RUNNING
     _decide(run, node_run, step)

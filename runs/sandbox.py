@@ -57,12 +57,17 @@ PROTECTED_ENV = ("ATRIUM_WORKFLOW_DIR", "ROSCOE_WORKFLOW_DIR", "HOME")
 
 # argv: RLIMIT_NAME:soft:hard ... -- program args...  Runs with -I -S, so only builtins are imported.
 # A hard limit is never raised above the current one: without CAP_SYS_RESOURCE that would fail.
-# Python ignores SIGPIPE and SIGXFSZ at startup and ignored signals survive exec, so they are reset:
-# otherwise `yes | head` would not end on SIGPIPE and the file size limit would not kill.
+# Ignored signals survive exec: Python ignores SIGPIPE and SIGXFSZ at startup, and whatever started
+# the server (make, a supervisor) may ignore others. All are reset, or `yes | head` would not end on
+# SIGPIPE and the file size limit would not kill. Signals the C library keeps for itself refuse.
 _LAUNCHER = """\
 import os, resource, signal, sys
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+for number in range(1, signal.NSIG):
+    try:
+        if signal.getsignal(number) == signal.SIG_IGN:
+            signal.signal(number, signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass
 args = sys.argv[1:]
 split = args.index("--")
 for spec in args[:split]:

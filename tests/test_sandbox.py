@@ -322,7 +322,10 @@ def test_writing_a_file_beyond_the_size_limit_is_killed_with_a_clear_error():
 
 def test_the_script_starts_with_no_signal_ignored():
     result = script_run(argv("grep", "SigIgn", "/proc/self/status"))
-    assert result.stdout.split() == ["SigIgn:", "0000000000000000"]
+    label, mask = result.stdout.split()
+    # Signals 1-31; 32 and above are real-time signals the C library keeps for itself, which a
+    # parent (make, for one) may leave ignored and no program can reset.
+    assert (label, int(mask, 16) & 0x7FFFFFFF) == ("SigIgn:", 0)
 
 
 def test_a_script_killed_by_a_signal_reports_the_signal():

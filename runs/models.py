@@ -6,6 +6,8 @@ from django.db.models import Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from workflows.fields import OrderedJSONField
+
 
 def new_run_id() -> str:
     """Letters and digits only, so a run's URL survives markdown in a chat client unescaped."""
@@ -43,8 +45,8 @@ class Run(models.Model):
     workflow_description = models.TextField(blank=True)
     # global, repo, or inline (a test of a definition that is not stored).
     workflow_source = models.CharField(max_length=8)
-    definition = models.JSONField()
-    context = models.JSONField(default=dict, blank=True)
+    definition = OrderedJSONField()
+    context = OrderedJSONField(default=dict, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
     stop_reason = models.CharField(max_length=60, blank=True)
     error = models.TextField(blank=True)
@@ -55,7 +57,7 @@ class Run(models.Model):
     outputs = models.JSONField(default=dict, blank=True)
     # Node id -> how many times the run entered it (maxIterations).
     visits = models.JSONField(default=dict, blank=True)
-    output = models.JSONField(null=True, blank=True)
+    output = OrderedJSONField(null=True, blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     parent_node = models.CharField(max_length=100, blank=True)
     spending_cap_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
@@ -108,8 +110,8 @@ class NodeRun(models.Model):
     node_type = models.CharField(max_length=20)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)
-    input = models.JSONField(default=dict, blank=True)
-    output = models.JSONField(null=True, blank=True)
+    input = OrderedJSONField(default=dict, blank=True)
+    output = OrderedJSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     event = models.CharField(max_length=100, blank=True)
     # Where a pausing node is in its phases (fan-out answers so far, matchups, retries).

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
 from runs import sandbox
@@ -96,7 +95,7 @@ def script_dispatch(node_run_id: int) -> None:
     node_run = NodeRun.objects.select_related("run").get(pk=node_run_id)
     timeout = float(node_run.run.definition["nodes"][node_run.node_id].get("timeout", DEFAULT_SCRIPT_TIMEOUT))
     script_run.delay(node_run_id)
-    if settings.CELERY_TASK_ALWAYS_EAGER:
+    if script_run.app.conf.task_always_eager:
         return
     deadline = time.monotonic() + timeout + WAIT_GRACE_SECONDS
     while time.monotonic() < deadline:

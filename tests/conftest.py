@@ -44,6 +44,20 @@ def real_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
+def _tasks_in_process(request):
+    """Tasks (script nodes) run in the test's own process, broker or not; tests marked `uses_broker`
+    send them to a real worker through CELERY_BROKER_URL instead."""
+    from django.conf import settings
+
+    from config.celery import app
+
+    configured = not settings.CELERY_BROKER_URL
+    app.conf.task_always_eager = configured if request.node.get_closest_marker("uses_broker") else True
+    yield
+    app.conf.task_always_eager = configured
+
+
+@pytest.fixture(autouse=True)
 def _clear_cache():
     cache.clear()  # rate-limit counters must not leak between tests
     yield

@@ -3,6 +3,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from workflows.fields import OrderedJSONField
+
 
 class Project(models.Model):
     """A code project a user works in. Its workflows are the `repo` source for every call whose
@@ -54,7 +56,7 @@ class Workflow(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     yaml_text = models.TextField()
-    config = models.JSONField()
+    config = OrderedJSONField()
     created = models.DateTimeField(default=timezone.now)
     modified = models.DateTimeField(default=timezone.now)
 

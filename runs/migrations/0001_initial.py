@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import migrations, models
 
 import runs.models
+import workflows.fields
 
 
 class Migration(migrations.Migration):
@@ -27,8 +28,8 @@ class Migration(migrations.Migration):
                 ('workflow_name', models.CharField(max_length=200)),
                 ('workflow_description', models.TextField(blank=True)),
                 ('workflow_source', models.CharField(max_length=8)),
-                ('definition', models.JSONField()),
-                ('context', models.JSONField(blank=True, default=dict)),
+                ('definition', workflows.fields.OrderedJSONField()),
+                ('context', workflows.fields.OrderedJSONField(blank=True, default=dict)),
                 ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('paused', 'Paused'), ('completed', 'Completed'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], db_index=True, default='pending', max_length=10)),
                 ('stop_reason', models.CharField(blank=True, max_length=60)),
                 ('error', models.TextField(blank=True)),
@@ -37,7 +38,7 @@ class Migration(migrations.Migration):
                 ('current_node', models.CharField(blank=True, max_length=100)),
                 ('outputs', models.JSONField(blank=True, default=dict)),
                 ('visits', models.JSONField(blank=True, default=dict)),
-                ('output', models.JSONField(blank=True, null=True)),
+                ('output', workflows.fields.OrderedJSONField(blank=True, null=True)),
                 ('parent_node', models.CharField(blank=True, max_length=100)),
                 ('spending_cap_usd', models.DecimalField(blank=True, decimal_places=6, max_digits=12, null=True)),
                 ('spending_cap_tokens', models.BigIntegerField(blank=True, null=True)),
@@ -69,8 +70,8 @@ class Migration(migrations.Migration):
                 ('node_type', models.CharField(max_length=20)),
                 ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('paused', 'Paused'), ('completed', 'Completed'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('skipped', 'Skipped')], default='pending', max_length=10)),
                 ('attempts', models.PositiveIntegerField(default=0)),
-                ('input', models.JSONField(blank=True, default=dict)),
-                ('output', models.JSONField(blank=True, null=True)),
+                ('input', workflows.fields.OrderedJSONField(blank=True, default=dict)),
+                ('output', workflows.fields.OrderedJSONField(blank=True, null=True)),
                 ('error', models.TextField(blank=True)),
                 ('event', models.CharField(blank=True, max_length=100)),
                 ('state', models.JSONField(blank=True, default=dict)),

@@ -80,15 +80,16 @@ def serve(tmp_path: Path, **env: str) -> Iterator[LiveServer]:
             process.kill()
 
 
+# The servers run tasks (script nodes) in-process; tests/live/test_run_worker.py drives a real worker.
 @pytest.fixture
 def live_atrium(transactional_db, tmp_path):
     """A shared (hosted) server: it never reads paths on its own disk for a client."""
-    with serve(tmp_path) as server:
+    with serve(tmp_path, CELERY_BROKER_URL="") as server:
         yield server
 
 
 @pytest.fixture
 def live_atrium_local(transactional_db, tmp_path):
     """A server run for one person on their machine: a workflow tool's cwd is looked up on its disk."""
-    with serve(tmp_path, ATRIUM_SERVER_PATHS="1") as server:
+    with serve(tmp_path, ATRIUM_SERVER_PATHS="1", CELERY_BROKER_URL="") as server:
         yield server

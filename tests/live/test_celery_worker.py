@@ -17,6 +17,7 @@ from tests.live.conftest import BASE_DIR, child_env
 
 pytestmark = [
     pytest.mark.live,
+    pytest.mark.uses_broker,
     pytest.mark.django_db(transaction=True, serialized_rollback=True),
     pytest.mark.skipif(not settings.CELERY_BROKER_URL, reason="CELERY_BROKER_URL is not set: tasks run eagerly"),
 ]

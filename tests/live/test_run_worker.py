@@ -20,6 +20,7 @@ from workflows.services import workflow_save
 
 pytestmark = [
     pytest.mark.live,
+    pytest.mark.uses_broker,
     pytest.mark.django_db(transaction=True, serialized_rollback=True),
     pytest.mark.skipif(not settings.CELERY_BROKER_URL, reason="CELERY_BROKER_URL is not set: scripts run eagerly"),
 ]

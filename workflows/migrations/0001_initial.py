@@ -5,6 +5,8 @@ import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
 
+import workflows.fields
+
 
 class Migration(migrations.Migration):
 
@@ -65,7 +67,7 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(max_length=200)),
                 ('description', models.TextField(blank=True)),
                 ('yaml_text', models.TextField()),
-                ('config', models.JSONField()),
+                ('config', workflows.fields.OrderedJSONField()),
                 ('created', models.DateTimeField(default=django.utils.timezone.now)),
                 ('modified', models.DateTimeField(default=django.utils.timezone.now)),
                 ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='workflows', to=settings.AUTH_USER_MODEL)),

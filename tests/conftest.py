@@ -65,6 +65,14 @@ def _clear_cache():
 
 
 @pytest.fixture
+def kb(db) -> None:
+    """The docs knowledge base, loaded from docs/ as `make run` loads it."""
+    from django.core.management import call_command
+
+    call_command("import_docs", verbosity=0)
+
+
+@pytest.fixture
 def alice(db) -> Member:
     return make_member("alice")
 

@@ -1,0 +1,216 @@
+"""Ranked search over the docs' sections: BM25F over three fields (page title, heading, the
+section's own text), with each query word also matching vocabulary words it is a prefix of, or
+one or two edits away from (a typo), at a discount.
+
+The corpus is a few hundred sections, so the index lives in memory, is built from the database,
+and is rebuilt whenever a page changes (its key is the pages' count and newest update). Every
+database gets the same ranking from the same code.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Max
+
+from docs_kb.models import DocPage, DocSection
+
+WORD = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+_STOPWORDS = """a an and are as at be by can do does for from how i if in into is it its me my of on or so that the
+then there these this to was what when where which who why will with you your"""
+STOPWORDS = frozenset(_STOPWORDS.split())
+# Field weights: a word in the page title or the heading says more than one in the body.
+WEIGHTS = {"title": 2.5, "heading": 3.0, "body": 1.0}
+K1, B = 1.2, 0.75
+# A section titled with a query word is usually the answer, however long its neighbours run on
+# about it: a heading match adds this many idfs on top of BM25F, which saturates.
+HEADING_BONUS = 1.5
+PREFIX_FACTOR, TYPO_FACTOR = 0.7, 0.55
+MIN_PREFIX = 3
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plurals and -ing/-ed, enough that "workflows" finds "workflow" and
+    "cancelling" finds "cancel"."""
+    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", "e"), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            root = word[: -len(suffix)] + keep
+            if suffix in ("ing", "ed") and len(root) >= 4 and root[-1] == root[-2] and root[-1] not in "aeiouls":
+                root = root[:-1]  # stopped -> stop, running -> run
+            elif suffix in ("ing", "ed") and root.endswith("ll") and len(root) >= 5:
+                root = root[:-1]  # cancelling -> cancel
+            return root
+    return word
+
+
+def words(text: str) -> list[str]:
+    """Lowercased words; snake_case names also count as their parts (list_workflows: list, workflow)."""
+    found = []
+    for token in WORD.findall(text.lower()):
+        found.append(stem(token))
+        if "_" in token:
+            found.extend(stem(part) for part in token.split("_") if part)
+    return found
+
+
+def query_words(text: str) -> list[str]:
+    return [w for w in dict.fromkeys(words(text)) if w not in STOPWORDS]
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Damerau-Levenshtein (adjacent swaps count once), giving up past `limit`."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cost = 0 if ca == cb else 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        if min(current) > limit:
+            return limit + 1
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+@dataclass
+class Entry:
+    section_id: int
+    slug: str
+    title: str
+    heading_id: str | None
+    heading_text: str | None
+    level: int
+    position: int
+    markdown: str
+    own_markdown: str
+    text: str
+    fields: dict[str, Counter] = field(default_factory=dict)
+    lengths: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Index:
+    key: tuple
+    entries: list[Entry]
+    document_frequency: Counter
+    average_length: dict[str, float]
+    vocabulary: set[str]
+
+    def expansions(self, word: str) -> dict[str, float]:
+        """Vocabulary words a query word stands for, with how much a match on each counts. A word the
+        docs use stands for itself alone: expanding it would let rare longer words (runs_bench for
+        "run") outrank the word that was asked for."""
+        if word in self.vocabulary:
+            return {word: 1.0}
+        found: dict[str, float] = {}
+        if len(word) >= MIN_PREFIX:
+            for term in self.vocabulary:
+                if term != word and term.startswith(word):
+                    found.setdefault(term, PREFIX_FACTOR)
+        if len(word) >= 4:
+            limit = 1 if len(word) < 8 else 2
+            for term in self.vocabulary:
+                if term not in found and abs(len(term) - len(word)) <= limit and \
+                        edit_distance(word, term, limit) <= limit:
+                    found[term] = TYPO_FACTOR
+        return found
+
+    def idf(self, term: str) -> float:
+        n, df = len(self.entries), self.document_frequency[term]
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def term_score(self, entry: Entry, term: str) -> float:
+        weighted = 0.0
+        for name, weight in WEIGHTS.items():
+            tf = entry.fields[name][term]
+            if tf:
+                norm = 1 - B + B * entry.lengths[name] / (self.average_length[name] or 1)
+                weighted += weight * tf / norm
+        if not weighted:
+            return 0.0
+        bonus = HEADING_BONUS if entry.fields["heading"][term] else 0.0
+        return self.idf(term) * (weighted * (K1 + 1) / (weighted + K1) + bonus)
+
+
+_lock = threading.Lock()
+_index: Index | None = None
+
+
+def _key() -> tuple:
+    stats = DocPage.objects.aggregate(count=Count("id"), newest=Max("updated"))
+    return stats["count"], stats["newest"]
+
+
+def index() -> Index:
+    """The index for the docs as they are now, built again only when a page changed."""
+    global _index
+    key = _key()
+    with _lock:
+        if _index is not None and _index.key == key:
+            return _index
+        entries = []
+        for section in DocSection.objects.select_related("page").order_by("page__slug", "position"):
+            entry = Entry(section.pk, section.page.slug, section.page.title, section.heading_id or None,
+                          section.heading_text or None, section.level, section.position, section.markdown,
+                          section.own_markdown, section.text)
+            heading = section.heading_text or ""
+            body = section.text[len(heading):] if heading and section.text.startswith(heading) else section.text
+            entry.fields = {"title": Counter(words(section.page.title)), "heading": Counter(words(heading)),
+                            "body": Counter(words(body))}
+            entry.lengths = {name: sum(counts.values()) for name, counts in entry.fields.items()}
+            entries.append(entry)
+        document_frequency: Counter = Counter()
+        for entry in entries:
+            document_frequency.update(set().union(*(set(c) for c in entry.fields.values())))
+        average = {name: (sum(e.lengths[name] for e in entries) / len(entries) if entries else 0.0)
+                   for name in WEIGHTS}
+        _index = Index(key, entries, document_frequency, average, set(document_frequency))
+        return _index
+
+
+@dataclass(frozen=True)
+class Hit:
+    entry: Entry
+    score: float
+    matched: tuple[str, ...]
+
+
+def rank(text: str) -> list[Hit]:
+    """Sections by relevance to `text`; each query word counts once, by its best expansion."""
+    built = index()
+    query = query_words(text)
+    if not query or not built.entries:
+        return []
+    expanded = [built.expansions(word) for word in query]
+    scores: dict[int, float] = defaultdict(float)
+    matched: dict[int, set[str]] = defaultdict(set)
+    for position, entry in enumerate(built.entries):
+        for options in expanded:
+            best, best_term = 0.0, None
+            for term, factor in options.items():
+                score = factor * built.term_score(entry, term)
+                if score > best:
+                    best, best_term = score, term
+            if best_term is not None:
+                scores[position] += best
+                matched[position].add(best_term)
+    ranked = sorted(scores, key=lambda p: (-scores[p], p))
+    return [Hit(built.entries[p], scores[p], tuple(sorted(matched[p]))) for p in ranked if scores[p] > 0]
+
+
+def snippet(text: str, terms: tuple[str, ...], radius: int = 80) -> str:
+    """Up to `radius` characters either side of the first place a matched word starts."""
+    lowered = text.lower()
+    starts = [m.start() for term in terms for m in [re.search(r"\b" + re.escape(term[:max(3, len(term) - 1)]),
+                                                              lowered)] if m]
+    at = min(starts) if starts else 0
+    begin, end = max(0, at - radius), min(len(text), at + radius)
+    return ("…" if begin else "") + text[begin:end].strip() + ("…" if end < len(text) else "")

@@ -29,6 +29,8 @@ class DocSection(models.Model):
     page's lede (before its first `##`) is the section with no heading id."""
 
     page = models.ForeignKey(DocPage, on_delete=models.CASCADE, related_name="sections")
+    # The page's title again, so PostgreSQL's generated search vector can weigh it (migration 0002).
+    page_title = models.CharField(max_length=200, blank=True)
     position = models.PositiveIntegerField()
     heading_id = models.CharField(max_length=200, blank=True)  # "" for the lede
     heading_text = models.CharField(max_length=300, blank=True)
@@ -45,3 +47,13 @@ class DocSection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.page.slug}#{self.heading_id or ''}"
+
+
+class DocTerm(models.Model):
+    """Every word the docs use, for typo correction: PostgreSQL finds near spellings with a trigram
+    index (migration 0002); elsewhere the search index compares edit distances."""
+
+    term = models.CharField(max_length=100, unique=True)
+
+    def __str__(self) -> str:
+        return self.term

@@ -15,6 +15,7 @@ import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from django.db import connection
 from django.db.models import Count, Max
 
 from docs_kb.models import DocPage, DocSection
@@ -183,16 +184,44 @@ class Hit:
     matched: tuple[str, ...]
 
 
+def _tsquery_words(text: str) -> list[str]:
+    return [part for token in WORD.findall(text.lower()) for part in token.split("_")
+            if part and part not in STOPWORDS]
+
+
+def postgres_candidates(text: str) -> set[int]:
+    """The sections PostgreSQL's full-text index matches: every query word as a prefix, or as one of
+    the docs' words it is a likely typo of (pg_trgm's similarity over the vocabulary)."""
+    alternatives = []
+    with connection.cursor() as cursor:
+        for word in _tsquery_words(text):
+            cursor.execute("SELECT term FROM docs_kb_docterm WHERE term %% %s ORDER BY similarity(term, %s) DESC "
+                           "LIMIT 3", [word, word])
+            options = {f"{word}:*", *(term for (term,) in cursor.fetchall() if "_" not in term)}
+            alternatives.append("(" + " | ".join(sorted(options)) + ")")
+        if not alternatives:
+            return set()
+        cursor.execute("SELECT id FROM docs_kb_docsection WHERE search_vector @@ to_tsquery('english', %s)",
+                       [" | ".join(alternatives)])
+        return {row[0] for row in cursor.fetchall()}
+
+
 def rank(text: str) -> list[Hit]:
-    """Sections by relevance to `text`; each query word counts once, by its best expansion."""
+    """Sections by relevance to `text`; each query word counts once, by its best expansion.
+
+    On PostgreSQL the full-text and trigram indexes pick the sections that match at all; on every
+    database the same BM25F ranking orders them, so both answer alike."""
     built = index()
     query = query_words(text)
     if not query or not built.entries:
         return []
+    candidates = postgres_candidates(text) if connection.vendor == "postgresql" else None
     expanded = [built.expansions(word) for word in query]
     scores: dict[int, float] = defaultdict(float)
     matched: dict[int, set[str]] = defaultdict(set)
     for position, entry in enumerate(built.entries):
+        if candidates is not None and entry.section_id not in candidates:
+            continue
         for options in expanded:
             best, best_term = 0.0, None
             for term, factor in options.items():

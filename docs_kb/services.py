@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from accounts.caller import Caller
 from accounts.services import audit_record
-from docs_kb.models import DocPage, DocSection
+from docs_kb.models import DocPage, DocSection, DocTerm
 from docs_kb.parsing import Page, page_parse, plain_words
+from docs_kb.search import WORD
 
 
 @dataclass
@@ -28,11 +29,20 @@ class ImportReport:
 def _sections_replace(page: DocPage, parsed: Page) -> None:
     page.sections.all().delete()
     DocSection.objects.bulk_create(
-        DocSection(page=page, position=s.position, heading_id=s.heading_id or "", heading_text=s.heading_text or "",
-                   level=s.level, markdown=s.markdown, own_markdown=s.own_markdown,
-                   text=plain_words(s.own_markdown))
+        DocSection(page=page, page_title=page.title, position=s.position, heading_id=s.heading_id or "",
+                   heading_text=s.heading_text or "", level=s.level, markdown=s.markdown,
+                   own_markdown=s.own_markdown, text=plain_words(s.own_markdown))
         for s in parsed.sections
     )
+
+
+def _terms_refresh() -> None:
+    """The vocabulary typo correction draws on: every word of every section, as written."""
+    found: set[str] = set()
+    for title, text in DocSection.objects.values_list("page_title", "text"):
+        found.update(w for w in WORD.findall(f"{title} {text}".lower()) if len(w) <= 100)
+    DocTerm.objects.all().delete()
+    DocTerm.objects.bulk_create((DocTerm(term=term) for term in sorted(found)), batch_size=1000)
 
 
 def _slug(path: Path, root: Path) -> str:
@@ -74,6 +84,8 @@ def docs_import(*, directory: Path, force: bool = False, dry_run: bool = False) 
         report.removed.append(slug)
         if not dry_run:
             page.delete()
+    if not dry_run and (report.created or report.updated or report.removed):
+        _terms_refresh()
     return report
 
 
@@ -85,5 +97,6 @@ def page_edit(*, caller: Caller, page: DocPage, title: str, description: str, ma
     page.edited, page.updated = True, timezone.now()
     page.save()
     _sections_replace(page, parsed)
+    _terms_refresh()
     audit_record(caller=caller, action="docs.edit", target=f"docs page '{page.slug}'")
     return page

@@ -106,18 +106,15 @@ class Index:
     vocabulary: set[str]
 
     def expansions(self, word: str) -> dict[str, float]:
-        """Vocabulary words a query word stands for, with how much a match on each counts. A word the
-        docs use stands for itself alone: expanding it would let rare longer words (runs_bench for
-        "run") outrank the word that was asked for."""
-        if word in self.vocabulary:
-            return {word: 1.0}
-        found: dict[str, float] = {}
+        """Vocabulary words a query word stands for, with how much a match on each counts."""
+        found = {word: 1.0} if word in self.vocabulary else {}
         if len(word) >= MIN_PREFIX:
             for term in self.vocabulary:
                 if term != word and term.startswith(word):
                     found.setdefault(term, PREFIX_FACTOR)
-        if len(word) >= 4:
-            limit = 1 if len(word) < 8 else 2
+        # Short words are one edit from too many others ("wplk" from "walk") to call that a typo.
+        if len(word) >= 5:
+            limit = 1 if len(word) < 9 else 2
             for term in self.vocabulary:
                 if term not in found and abs(len(term) - len(word)) <= limit and \
                         edit_distance(word, term, limit) <= limit:
@@ -128,7 +125,7 @@ class Index:
         n, df = len(self.entries), self.document_frequency[term]
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
-    def term_score(self, entry: Entry, term: str) -> float:
+    def term_score(self, entry: Entry, term: str, idf_cap: float | None = None) -> float:
         weighted = 0.0
         for name, weight in WEIGHTS.items():
             tf = entry.fields[name][term]
@@ -138,7 +135,8 @@ class Index:
         if not weighted:
             return 0.0
         bonus = HEADING_BONUS if entry.fields["heading"][term] else 0.0
-        return self.idf(term) * (weighted * (K1 + 1) / (weighted + K1) + bonus)
+        idf = self.idf(term) if idf_cap is None else min(self.idf(term), idf_cap)
+        return idf * (weighted * (K1 + 1) / (weighted + K1) + bonus)
 
 
 _lock = threading.Lock()
@@ -216,16 +214,18 @@ def rank(text: str) -> list[Hit]:
     if not query or not built.entries:
         return []
     candidates = postgres_candidates(text) if connection.vendor == "postgresql" else None
-    expanded = [built.expansions(word) for word in query]
+    # A longer word a query word expands to counts no more than the word itself would: else a rare
+    # compound (runs_bench for "run") outranks the word that was asked for.
+    expanded = [(built.expansions(word), built.idf(word) if word in built.vocabulary else None) for word in query]
     scores: dict[int, float] = defaultdict(float)
     matched: dict[int, set[str]] = defaultdict(set)
     for position, entry in enumerate(built.entries):
         if candidates is not None and entry.section_id not in candidates:
             continue
-        for options in expanded:
+        for options, cap in expanded:
             best, best_term = 0.0, None
             for term, factor in options.items():
-                score = factor * built.term_score(entry, term)
+                score = factor * built.term_score(entry, term, None if factor == 1.0 else cap)
                 if score > best:
                     best, best_term = score, term
             if best_term is not None:

@@ -9,6 +9,7 @@ database gets the same ranking from the same code.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import threading
@@ -21,15 +22,25 @@ from django.db.models import Count, Max
 from docs_kb.models import DocPage, DocSection
 
 WORD = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
-_STOPWORDS = """a an and are as at be by can do does for from how i if in into is it its me my of on or so that the
-then there these this to was what when where which who why will with you your"""
+# Words that say nothing about which section answers: a common English list plus the way questions are
+# phrased ("what does it look like", "is it possible"), checked before stemming.
+_STOPWORDS = """a about above after again all also am an and any are as at be because been before being below between
+both but by can could did do does doing down during each either else ever every few for from further get gets got
+had has have having he her here hers him his how however i if in into is it its itself just me more most much my
+myself no nor now of off on once only or other our ours out over own please same she should so some such than that
+the their theirs them themselves then there these they this those through to too under until up upon us very was way
+we were what when where whether which while who whom whose why will with within without would yes yet you your yours
+able anything exactly kind know like look looks need possible something sort tell thing things want"""
 STOPWORDS = frozenset(_STOPWORDS.split())
 # Field weights: a word in the page title or the heading says more than one in the body.
-WEIGHTS = {"title": 2.5, "heading": 3.0, "body": 1.0}
+WEIGHTS = {"title": 2.5, "heading": 3.0, "context": 1.5, "body": 1.0}
 K1, B = 1.2, 0.75
 # A section titled with a query word is usually the answer, however long its neighbours run on
 # about it: a heading match adds this many idfs on top of BM25F, which saturates.
 HEADING_BONUS = 1.5
+COORDINATION = 0.5
+# Two of the question's words side by side in a section ("rest api", "mcp session") count extra.
+PAIR_BONUS = 1.0
 PREFIX_FACTOR, TYPO_FACTOR = 0.7, 0.55
 MIN_PREFIX = 3
 
@@ -59,7 +70,9 @@ def words(text: str) -> list[str]:
 
 
 def query_words(text: str) -> list[str]:
-    return [w for w in dict.fromkeys(words(text)) if w not in STOPWORDS]
+    """The words of a question worth looking for: stop words and single letters (the s of "token's") out."""
+    kept = " ".join(token for token in WORD.findall(text.lower()) if token not in STOPWORDS and len(token) > 1)
+    return list(dict.fromkeys(words(kept)))
 
 
 def edit_distance(a: str, b: str, limit: int) -> int:
@@ -95,6 +108,7 @@ class Entry:
     text: str
     fields: dict[str, Counter] = field(default_factory=dict)
     lengths: dict[str, int] = field(default_factory=dict)
+    pairs: set[tuple[str, str]] = field(default_factory=set)
 
 
 @dataclass
@@ -156,16 +170,27 @@ def index() -> Index:
         if _index is not None and _index.key == key:
             return _index
         entries = []
+        # The headings a section sits under (its H2 for an H3, say) tell what it is about, too.
+        parents: list[tuple[int, str]] = []
         for section in DocSection.objects.select_related("page").order_by("page__slug", "position"):
             entry = Entry(section.pk, section.page.slug, section.page.title, section.heading_id or None,
                           section.heading_text or None, section.level, section.position, section.markdown,
                           section.own_markdown, section.text)
-            heading = section.heading_text or ""
-            body = section.text[len(heading):] if heading and section.text.startswith(heading) else section.text
+            if section.position == 0:
+                parents = []
+            parents = [(level, text) for level, text in parents if level < section.level]
+            # A page's lede sits under its H1, the page title: that is the lede's heading.
+            heading = section.heading_text or section.page.title
+            body = section.text[len(heading):] if section.text.startswith(heading) else section.text
             entry.fields = {"title": Counter(words(section.page.title)), "heading": Counter(words(heading)),
+                            "context": Counter(words(" ".join(text for _, text in parents))),
                             "body": Counter(words(body))}
             entry.lengths = {name: sum(counts.values()) for name, counts in entry.fields.items()}
+            sequence = words(f"{heading} {body}")
+            entry.pairs = set(itertools.pairwise(sequence))
             entries.append(entry)
+            if section.heading_text:
+                parents.append((section.level, section.heading_text))
         document_frequency: Counter = Counter()
         for entry in entries:
             document_frequency.update(set().union(*(set(c) for c in entry.fields.values())))
@@ -231,6 +256,16 @@ def rank(text: str) -> list[Hit]:
             if best_term is not None:
                 scores[position] += best
                 matched[position].add(best_term)
+    pairs = list(itertools.pairwise(query))
+    for position in scores:
+        entry = built.entries[position]
+        for first, second in pairs:
+            if (first, second) in entry.pairs:
+                scores[position] += PAIR_BONUS * (built.idf(first) + built.idf(second)) / 2
+    # Lucene's old coordination factor: a section that matches more of the question's words is the
+    # likelier answer than one that matches a single word many times.
+    for position in scores:
+        scores[position] *= (len(matched[position]) / len(expanded)) ** COORDINATION
     ranked = sorted(scores, key=lambda p: (-scores[p], p))
     return [Hit(built.entries[p], scores[p], tuple(sorted(matched[p]))) for p in ranked if scores[p] > 0]
 

@@ -9,6 +9,7 @@ database gets the same ranking from the same code.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import re
@@ -43,11 +44,14 @@ COORDINATION = 0.5
 PAIR_BONUS = 1.0
 PREFIX_FACTOR, TYPO_FACTOR = 0.7, 0.55
 MIN_PREFIX = 3
+# In at most this many sections, a word may still be someone's misspelling of another.
+RARE = 2
 
 
 def stem(word: str) -> str:
-    """A light English stemmer: plurals and -ing/-ed, enough that "workflows" finds "workflow" and
-    "cancelling" finds "cancel"."""
+    """A light English stemmer: plurals, -ing and -ed, and a final e, so that "workflows" finds
+    "workflow", "cancelling" finds "cancel" and "renaming" finds "rename"."""
+    root = word
     for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", "e"), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
             root = word[: -len(suffix)] + keep
@@ -55,8 +59,9 @@ def stem(word: str) -> str:
                 root = root[:-1]  # stopped -> stop, running -> run
             elif suffix in ("ing", "ed") and root.endswith("ll") and len(root) >= 5:
                 root = root[:-1]  # cancelling -> cancel
-            return root
-    return word
+            break
+    # rename and renaming, delete and deleted meet at renam and delet.
+    return root[:-1] if root.endswith("e") and len(root) > 4 else root
 
 
 def words(text: str) -> list[str]:
@@ -118,21 +123,43 @@ class Index:
     document_frequency: Counter
     average_length: dict[str, float]
     vocabulary: set[str]
+    # Term -> the positions of the entries that hold it.
+    postings: dict[str, list[int]] = field(default_factory=dict)
+    # The vocabulary sorted (prefixes are a bisect away) and by length (a typo changes it by one or two).
+    ordered: list[str] = field(default_factory=list)
+    by_length: dict[int, list[str]] = field(default_factory=dict)
+    expanded: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for position, entry in enumerate(self.entries):
+            for term in set().union(*(set(counts) for counts in entry.fields.values())):
+                self.postings.setdefault(term, []).append(position)
+        self.ordered = sorted(self.vocabulary)
+        for term in self.ordered:
+            self.by_length.setdefault(len(term), []).append(term)
 
     def expansions(self, word: str) -> dict[str, float]:
-        """Vocabulary words a query word stands for, with how much a match on each counts."""
+        """Vocabulary words a query word stands for, with how much a match on each counts (kept for
+        as long as the index lives: the vocabulary does not change under it)."""
+        if word not in self.expanded:
+            self.expanded[word] = self._expand(word)
+        return self.expanded[word]
+
+    def _expand(self, word: str) -> dict[str, float]:
         found = {word: 1.0} if word in self.vocabulary else {}
         if len(word) >= MIN_PREFIX:
-            for term in self.vocabulary:
-                if term != word and term.startswith(word):
-                    found.setdefault(term, PREFIX_FACTOR)
-        # Short words are one edit from too many others ("wplk" from "walk") to call that a typo.
-        if len(word) >= 5:
+            for term in self.ordered[bisect.bisect_right(self.ordered, word):]:
+                if not term.startswith(word):
+                    break
+                found.setdefault(term, PREFIX_FACTOR)
+        # Only a word the docs never (or hardly ever) use may be a typo. Short words are one edit from
+        # too many others ("wplk" from "walk") to call that a typo.
+        if self.document_frequency[word] <= RARE and len(word) >= 5:
             limit = 1 if len(word) < 9 else 2
-            for term in self.vocabulary:
-                if term not in found and abs(len(term) - len(word)) <= limit and \
-                        edit_distance(word, term, limit) <= limit:
-                    found[term] = TYPO_FACTOR
+            for length in range(len(word) - limit, len(word) + limit + 1):
+                for term in self.by_length.get(length, ()):
+                    if term not in found and edit_distance(word, term, limit) <= limit:
+                        found[term] = TYPO_FACTOR
         return found
 
     def idf(self, term: str) -> float:
@@ -212,20 +239,28 @@ def _tsquery_words(text: str) -> list[str]:
             if part and part not in STOPWORDS]
 
 
-def postgres_candidates(text: str) -> set[int]:
+def postgres_candidates(text: str, built: Index) -> set[int]:
     """The sections PostgreSQL's full-text index matches: every query word as a prefix, or as one of
     the docs' words it is a likely typo of (pg_trgm's similarity over the vocabulary)."""
-    alternatives = []
+    query_words = list(dict.fromkeys(_tsquery_words(text)))
+    if not query_words:
+        return set()
+    options: dict[str, set[str]] = {word: {f"{word}:*"} for word in query_words}
+    # Only words the docs hardly use may be typos, as in the portable search.
+    unsure = [word for word in query_words if len(word) >= 5 and built.document_frequency[stem(word)] <= RARE]
     with connection.cursor() as cursor:
-        for word in _tsquery_words(text):
-            cursor.execute("SELECT term FROM docs_kb_docterm WHERE term %% %s ORDER BY similarity(term, %s) DESC "
-                           "LIMIT 3", [word, word])
-            options = {f"{word}:*", *(term for (term,) in cursor.fetchall() if "_" not in term)}
-            alternatives.append("(" + " | ".join(sorted(options)) + ")")
-        if not alternatives:
-            return set()
+        if unsure:
+            # One round trip for every unsure word's likely spellings.
+            cursor.execute(
+                "SELECT w.word, t.term FROM unnest(%s::text[]) AS w(word) CROSS JOIN LATERAL ("
+                "SELECT term FROM docs_kb_docterm WHERE term %% w.word ORDER BY similarity(term, w.word) DESC "
+                "LIMIT 3) AS t", [unsure])
+            for word, term in cursor.fetchall():
+                if "_" not in term:
+                    options[word].add(term)
+        tsquery = " | ".join("(" + " | ".join(sorted(alternatives)) + ")" for alternatives in options.values())
         cursor.execute("SELECT id FROM docs_kb_docsection WHERE search_vector @@ to_tsquery('english', %s)",
-                       [" | ".join(alternatives)])
+                       [tsquery])
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -238,24 +273,26 @@ def rank(text: str) -> list[Hit]:
     query = query_words(text)
     if not query or not built.entries:
         return []
-    candidates = postgres_candidates(text) if connection.vendor == "postgresql" else None
+    candidates = postgres_candidates(text, built) if connection.vendor == "postgresql" else None
     # A longer word a query word expands to counts no more than the word itself would: else a rare
     # compound (runs_bench for "run") outranks the word that was asked for.
     expanded = [(built.expansions(word), built.idf(word) if word in built.vocabulary else None) for word in query]
     scores: dict[int, float] = defaultdict(float)
     matched: dict[int, set[str]] = defaultdict(set)
-    for position, entry in enumerate(built.entries):
-        if candidates is not None and entry.section_id not in candidates:
-            continue
-        for options, cap in expanded:
-            best, best_term = 0.0, None
-            for term, factor in options.items():
+    for options, cap in expanded:
+        # Only the sections holding one of the word's expansions can score for it.
+        best: dict[int, tuple[float, str]] = {}
+        for term, factor in options.items():
+            for position in built.postings.get(term, ()):
+                entry = built.entries[position]
+                if candidates is not None and entry.section_id not in candidates:
+                    continue
                 score = factor * built.term_score(entry, term, None if factor == 1.0 else cap)
-                if score > best:
-                    best, best_term = score, term
-            if best_term is not None:
-                scores[position] += best
-                matched[position].add(best_term)
+                if score > best.get(position, (0.0, ""))[0]:
+                    best[position] = (score, term)
+        for position, (score, term) in best.items():
+            scores[position] += score
+            matched[position].add(term)
     pairs = list(itertools.pairwise(query))
     for position in scores:
         entry = built.entries[position]

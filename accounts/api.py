@@ -7,7 +7,8 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
+from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,6 +33,50 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         codes = exc.get_codes()
         response.data = {"error": str(exc.detail), "code": codes if isinstance(codes, str) else "error"}
     return response
+
+
+class InsufficientScope(PermissionDenied):
+    default_code = "insufficient_scope"
+
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+        super().__init__(f"This request needs the scope '{scope}', which this token does not carry. "
+                         f"Use a token that has '{scope}'.")
+
+
+class HasRequiredScope(BasePermission):
+    """The view's `required_scope` for this method ({method: scope}, else its `default_scope`) must be
+    among the caller's scopes. A signed-in browser session holds every scope."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        method = "GET" if request.method in ("HEAD", "OPTIONS") else request.method
+        scope = view.required_scope.get(method, view.default_scope)
+        # No scope named: a method the view does not have, which is answered 405.
+        if scope is not None and scope not in caller_from_request(request, via="api").scopes:
+            raise InsufficientScope(scope)
+        return True
+
+
+class ScopedApiView(APIView):
+    """An endpoint that needs a scope per method, like the MCP tools over the same operations."""
+
+    permission_classes = [IsAuthenticated, HasRequiredScope]
+    required_scope: dict[str, str] = {}
+    default_scope: str | None = None
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        if isinstance(exc, InsufficientScope):
+            # RFC 6750: an OAuth client can step up to the scope it was refused for.
+            response["WWW-Authenticate"] = f'Bearer error="insufficient_scope", scope="{exc.scope}"'
+        return response
+
+
+def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """The request data through an input serializer; invalid data answers 400 {error, code, fields}."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
 
 
 class BearerAuthenticationScheme(OpenApiAuthenticationExtension):

@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api import validated
 from docs_kb import selectors
 from docs_kb.models import DocPage
 
@@ -25,12 +26,6 @@ class DocsApiView(APIView):
     # Public: no credential is needed, and none is looked at, so a stale token cannot make a read fail.
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
-
-
-def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -115,7 +110,7 @@ class SearchView(DocsApiView):
     @extend_schema(parameters=[InputSerializer], responses={200: HitSerializer(many=True), **_errors(400)},
                    summary="Ranked search over the docs' sections, as search_docs", operation_id="docs_search")
     def get(self, request: Request) -> Response:
-        params = _valid(self.InputSerializer, request.query_params)
+        params = validated(self.InputSerializer, request.query_params)
         return Response(selectors.docs_search(query=params["q"], limit=params["limit"]))
 
 
@@ -146,6 +141,6 @@ class AskView(DocsApiView):
                    summary="The sections most relevant to a question, packed within maxChars, as ask_docs",
                    operation_id="docs_ask")
     def get(self, request: Request) -> Response:
-        params = _valid(self.InputSerializer, request.query_params)
+        params = validated(self.InputSerializer, request.query_params)
         return Response(selectors.docs_ask(question=params["question"], max_sections=params["maxSections"],
                                            max_chars=params["maxChars"]))

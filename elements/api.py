@@ -10,14 +10,12 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from accounts.api import ScopedApiView
 from accounts.authentication import caller_from_request
 from accounts.errors import InvalidInput, NotFound
 from elements import selectors, services, templating
@@ -33,37 +31,8 @@ READ, WRITE, DELETE = "elements:read", "elements:write", "elements:delete"
 
 # --- scopes --------------------------------------------------------------------------------
 
-class InsufficientScope(PermissionDenied):
-    default_code = "insufficient_scope"
-
-    def __init__(self, scope: str) -> None:
-        self.scope = scope
-        super().__init__(f"This request needs the scope '{scope}', which this token does not carry. "
-                         f"Use a token that has '{scope}'.")
-
-
-class HasElementScope(BasePermission):
-    """The view's `required_scope` for this method ({method: scope}) must be among the caller's scopes.
-    A signed-in browser session holds every scope."""
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        method = "GET" if request.method in ("HEAD", "OPTIONS") else request.method
-        scope = view.required_scope.get(method, READ)
-        if scope not in caller_from_request(request, via="api").scopes:
-            raise InsufficientScope(scope)
-        return True
-
-
-class ElementsApiView(APIView):
-    permission_classes = [IsAuthenticated, HasElementScope]
-    required_scope: dict[str, str] = {}
-
-    def handle_exception(self, exc: Exception) -> Response:
-        response = super().handle_exception(exc)
-        if isinstance(exc, InsufficientScope):
-            # RFC 6750: an OAuth client can step up to the scope it was refused for.
-            response["WWW-Authenticate"] = f'Bearer error="insufficient_scope", scope="{exc.scope}"'
-        return response
+class ElementsApiView(ScopedApiView):
+    default_scope = READ
 
 
 # --- parsing helpers -----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.api import validated
 from accounts.authentication import caller_from_request
 from runs import engine, selectors, testing
 from runs.models import Run
@@ -28,12 +29,6 @@ RUN_PARAM = OpenApiParameter("run_id", OpenApiTypes.STR, OpenApiParameter.PATH, 
 
 class RunsApiView(WorkflowsApiView):
     """A run endpoint: the same scope check ({method: scope}) and scope inputs as the workflow endpoints."""
-
-
-def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 # --- shapes --------------------------------------------------------------------------------
@@ -146,7 +141,7 @@ class RunListStartView(RunsApiView):
                    summary="Recent runs in this project (or the global namespace), newest first",
                    operation_id="runs_list")
     def get(self, request: Request) -> Response:
-        filters = _valid(self.FilterParams, request.query_params)
+        filters = validated(self.FilterParams, request.query_params)
         return Response(selectors.run_list(
             scope=_scope(request), workflow_id=filters.get("workflow_id"), status=filters.get("status"),
             since=filters.get("since"), limit=filters["limit"], kind=filters["kind"]))
@@ -155,7 +150,7 @@ class RunListStartView(RunsApiView):
                    responses={201: StartedSerializer, **_errors(400, 404)},
                    summary="Start a workflow: it runs to its first AI or human step", operation_id="run_start")
     def post(self, request: Request) -> Response:
-        params = _valid(self.InputSerializer, request.data)
+        params = validated(self.InputSerializer, request.data)
         run = engine.run_start(
             caller=caller_from_request(request, via="api"), scope=_scope(request, params),
             workflow_id=params["workflow_id"], source=_source(params.get("source")), context=params.get("context"),
@@ -193,7 +188,7 @@ class RunCancelView(RunsApiView):
                    summary="Cancel a running or paused run (and its child runs); an error once it has ended",
                    operation_id="run_cancel")
     def post(self, request: Request, run_id: str) -> Response:
-        params = _valid(ScopeParams, request.data)
+        params = validated(ScopeParams, request.data)
         return Response(selectors.advance_result(engine.run_cancel(scope=_scope(request, params), run_id=run_id)))
 
 
@@ -253,7 +248,7 @@ class RunAnswerView(RunsApiView):
     InputSerializer: type[ScopeParams]
 
     def post(self, request: Request, run_id: str) -> Response:
-        params = _valid(self.InputSerializer, request.data)
+        params = validated(self.InputSerializer, request.data)
         fields = [name for name in self.InputSerializer().fields if name not in ("cwd", "global")]
         payload = {name: params.get(name) for name in fields}
         run = engine.run_answer(scope=_scope(request, params), run_id=run_id, tool=self.tool, payload=payload)
@@ -348,7 +343,7 @@ class RunTestView(RunsApiView):
         operation_id="run_test",
     )
     def post(self, request: Request) -> Response:
-        params = _valid(self.InputSerializer, request.data)
+        params = validated(self.InputSerializer, request.data)
         return Response(testing.workflow_test(
             caller=caller_from_request(request, via="api"), scope=_scope(request, params),
             workflow_id=params.get("workflow_id"), source=_source(params.get("source")), config=params.get("config"),

@@ -18,13 +18,12 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from accounts.api import ScopedApiView
 from accounts.authentication import caller_from_request
-from elements.api import InsufficientScope, IsoDateTimeField
+from elements.api import IsoDateTimeField
 from workflows import selectors, services
 from workflows.definition import AUTHORING, executors, json_schema
 from workflows.models import Project, Workflow
@@ -37,29 +36,8 @@ SOURCES = (Workflow.Source.GLOBAL.value, Workflow.Source.REPO.value)
 
 # --- scopes --------------------------------------------------------------------------------
 
-class HasWorkflowScope(BasePermission):
-    """The view's `required_scope` for this method ({method: scope}) must be among the caller's scopes.
-    A signed-in browser session holds every scope."""
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        method = "GET" if request.method in ("HEAD", "OPTIONS") else request.method
-        scope = view.required_scope.get(method)
-        # A method the view does not have needs no scope: it is answered 405.
-        if scope is not None and scope not in caller_from_request(request, via="api").scopes:
-            raise InsufficientScope(scope)
-        return True
-
-
-class WorkflowsApiView(APIView):
-    permission_classes = [IsAuthenticated, HasWorkflowScope]
-    required_scope: dict[str, str] = {}
-
-    def handle_exception(self, exc: Exception) -> Response:
-        response = super().handle_exception(exc)
-        if isinstance(exc, InsufficientScope):
-            # RFC 6750: an OAuth client can step up to the scope it was refused for.
-            response["WWW-Authenticate"] = f'Bearer error="insufficient_scope", scope="{exc.scope}"'
-        return response
+class WorkflowsApiView(ScopedApiView):
+    """A workflow endpoint: every method it has names its scope in `required_scope`."""
 
 
 # `global` is a Python keyword, so the serializer is built rather than declared.

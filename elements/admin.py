@@ -315,10 +315,6 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 DiffLine = tuple[str, str]  # (kind, text): kind is header, hunk, added, removed or context
 
 
-def _pretty_lines(snapshot: object) -> list[str]:
-    return json.dumps(snapshot, ensure_ascii=False, indent=2, sort_keys=True).splitlines()
-
-
 def _line_kind(line: str) -> str:
     if line.startswith(("+++", "---")):
         return "header"
@@ -327,26 +323,61 @@ def _line_kind(line: str) -> str:
     return {"+": "added", "-": "removed"}.get(line[:1], "context")
 
 
-def revision_previous(revision: ElementRevision) -> ElementRevision | None:
-    """The revision of the same element taken just before `revision`."""
-    earlier = ElementRevision.objects.filter(
-        **_history_query(revision.owner_id, revision.element_type, revision.name),
-        created_at__lte=revision.created_at,
-    ).exclude(created_at=revision.created_at, pk__gte=revision.pk)
-    return earlier.order_by("-created_at", "-pk").first()
+class RevisionAdmin(ReadOnlyAdmin):
+    """A history of snapshots: read-only, each page shows what changed since the revision before,
+    and a curator may put it back through the app's restore service."""
 
+    restore_permission = ""  # e.g. "elements.change_element"
+    actions = None  # revisions are the history; none is removed in bulk
 
-def revision_diff(revision: ElementRevision, previous: ElementRevision | None) -> list[DiffLine]:
-    """A unified diff of the two snapshots as pretty-printed JSON."""
-    lines = difflib.unified_diff(
-        _pretty_lines(previous.snapshot) if previous else [], _pretty_lines(revision.snapshot),
-        fromfile=str(previous) if previous else "(no earlier revision)", tofile=str(revision), lineterm="",
-    )
-    return [(_line_kind(line), line) for line in lines]
+    def revision_previous(self, revision: Any) -> Any:
+        raise NotImplementedError
+
+    def revision_lines(self, revision: Any) -> list[str]:
+        """The snapshot as lines of text, for the diff."""
+        raise NotImplementedError
+
+    def revision_restore(self, request: HttpRequest, revision: Any) -> Any:
+        raise NotImplementedError
+
+    def revision_diff(self, revision: Any, previous: Any) -> list[DiffLine]:
+        lines = difflib.unified_diff(
+            self.revision_lines(previous) if previous else [], self.revision_lines(revision),
+            fromfile=str(previous) if previous else "(no earlier revision)", tofile=str(revision), lineterm="",
+        )
+        return [(_line_kind(line), line) for line in lines]
+
+    def get_urls(self) -> list[URLPattern]:
+        restore = self.admin_site.admin_view(require_POST(self.restore_view))
+        name = f"{self.opts.app_label}_{self.opts.model_name}_restore"
+        return [path("<int:revision_id>/restore/", restore, name=name), *super().get_urls()]
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        revision = self.get_object(request, object_id)
+        if revision is not None:
+            previous = self.revision_previous(revision)
+            extra_context = {**(extra_context or {}), "previous": previous,
+                             "diff_lines": self.revision_diff(revision, previous),
+                             "can_restore": request.user.has_perm(self.restore_permission)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def restore_view(self, request: HttpRequest, revision_id: int) -> HttpResponse:
+        if not request.user.has_perm(self.restore_permission):
+            raise PermissionDenied
+        revision = get_object_or_404(self.model, pk=revision_id)
+        try:
+            restored = self.revision_restore(request, revision)
+        except DomainError as exc:
+            self.message_user(request, f"Could not restore: {exc.message}", level=messages.ERROR)
+            return redirect(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", revision.pk)
+        self.message_user(request, f"Restored {restored} from its {revision.action} revision of "
+                                   f"{revision.created_at:%Y-%m-%d %H:%M:%S}.")
+        return redirect(f"admin:{restored._meta.app_label}_{restored._meta.model_name}_change", restored.pk)
 
 
 @admin.register(ElementRevision)
-class ElementRevisionAdmin(ReadOnlyAdmin):
+class ElementRevisionAdmin(RevisionAdmin):
     list_display = ("created_at", "element_type", "name", "owner", "action", "credential")
     list_filter = ("action", "element_type", "created_at", "owner")
     search_fields = ("name", "owner__username", "credential")
@@ -354,35 +385,21 @@ class ElementRevisionAdmin(ReadOnlyAdmin):
     list_select_related = ("owner",)
     fields = ("element", "owner", "element_type", "name", "action", "created_at", "credential")
     change_form_template = "admin/elements/elementrevision/change_form.html"
-    actions = None  # revisions are the history; none is removed in bulk
+    restore_permission = "elements.change_element"
 
-    def get_urls(self) -> list[URLPattern]:
-        restore = self.admin_site.admin_view(require_POST(self.restore_view))
-        return [path("<int:revision_id>/restore/", restore, name="elements_elementrevision_restore"),
-                *super().get_urls()]
+    def revision_previous(self, revision: ElementRevision) -> ElementRevision | None:
+        """The revision of the same element taken just before `revision`."""
+        earlier = ElementRevision.objects.filter(
+            **_history_query(revision.owner_id, revision.element_type, revision.name),
+            created_at__lte=revision.created_at,
+        ).exclude(created_at=revision.created_at, pk__gte=revision.pk)
+        return earlier.order_by("-created_at", "-pk").first()
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
-                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        revision = self.get_object(request, object_id)
-        if revision is not None:
-            previous = revision_previous(revision)
-            extra_context = {**(extra_context or {}), "previous": previous,
-                             "diff_lines": revision_diff(revision, previous),
-                             "can_restore": request.user.has_perm("elements.change_element")}
-        return super().change_view(request, object_id, form_url, extra_context)
+    def revision_lines(self, revision: ElementRevision) -> list[str]:
+        return json.dumps(revision.snapshot, ensure_ascii=False, indent=2, sort_keys=True).splitlines()
 
-    def restore_view(self, request: HttpRequest, revision_id: int) -> HttpResponse:
-        if not request.user.has_perm("elements.change_element"):
-            raise PermissionDenied
-        revision = get_object_or_404(ElementRevision, pk=revision_id)
-        try:
-            element = services.element_restore(caller=admin_caller(request), revision=revision)
-        except DomainError as exc:
-            self.message_user(request, f"Could not restore: {exc.message}", level=messages.ERROR)
-            return redirect("admin:elements_elementrevision_change", revision.pk)
-        self.message_user(request, f"Restored {element} from its {revision.action} revision of "
-                                   f"{revision.created_at:%Y-%m-%d %H:%M:%S}.")
-        return redirect("admin:elements_element_change", element.pk)
+    def revision_restore(self, request: HttpRequest, revision: ElementRevision) -> Element:
+        return services.element_restore(caller=admin_caller(request), revision=revision)
 
 
 def _session_prefix(session_id: str) -> str:

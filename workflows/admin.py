@@ -4,25 +4,22 @@ audited like any client's. Projects and models are plain model edits, audited by
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, redirect
-from django.urls import URLPattern, path, reverse
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
-from django.views.decorators.http import require_POST
 
 from accounts.admin import AuditedAdmin, admin_caller
 from accounts.caller import Caller
 from accounts.errors import DomainError
-from elements.admin import ReadOnlyAdmin
+from elements.admin import RevisionAdmin
 from workflows import selectors, services
 from workflows.errors import DefinitionInvalid
 from workflows.models import ConfiguredModel, Project, ProjectRoot, Workflow, WorkflowAsset, WorkflowRevision
@@ -241,36 +238,8 @@ class WorkflowAdmin(admin.ModelAdmin):
             self.delete_model(request, workflow)
 
 
-DiffLine = tuple[str, str]  # (kind, text): kind is header, hunk, added, removed or context
-
-
-def _line_kind(line: str) -> str:
-    if line.startswith(("+++", "---")):
-        return "header"
-    if line.startswith("@@"):
-        return "hunk"
-    return {"+": "added", "-": "removed"}.get(line[:1], "context")
-
-
-def revision_previous(revision: WorkflowRevision) -> WorkflowRevision | None:
-    """The revision of the same workflow taken just before `revision`."""
-    same = Q(workflow=revision.workflow_id) if revision.workflow_id else Q(
-        owner=revision.owner_id, project=revision.project_id, workflow_key=revision.workflow_key)
-    earlier = WorkflowRevision.objects.filter(same, created_at__lte=revision.created_at).exclude(
-        created_at=revision.created_at, pk__gte=revision.pk)
-    return earlier.order_by("-created_at", "-pk").first()
-
-
-def revision_diff(revision: WorkflowRevision, previous: WorkflowRevision | None) -> list[DiffLine]:
-    lines = difflib.unified_diff(
-        previous.yaml_text.splitlines() if previous else [], revision.yaml_text.splitlines(),
-        fromfile=str(previous) if previous else "(no earlier revision)", tofile=str(revision), lineterm="",
-    )
-    return [(_line_kind(line), line) for line in lines]
-
-
 @admin.register(WorkflowRevision)
-class WorkflowRevisionAdmin(ReadOnlyAdmin):
+class WorkflowRevisionAdmin(RevisionAdmin):
     list_display = ("created_at", "workflow_key", "source", "owner", "action", "credential")
     list_filter = ("action", "created_at", "owner")
     search_fields = ("workflow_key", "owner__username", "credential")
@@ -278,7 +247,7 @@ class WorkflowRevisionAdmin(ReadOnlyAdmin):
     list_select_related = ("owner", "project")
     fields = ("workflow", "owner", "project", "workflow_key", "action", "created_at", "credential", "bundled")
     change_form_template = "admin/workflows/workflowrevision/change_form.html"
-    actions = None  # revisions are the history; none is removed in bulk
+    restore_permission = "workflows.change_workflow"
 
     @admin.display(description="source")
     def source(self, revision: WorkflowRevision) -> str:
@@ -288,33 +257,19 @@ class WorkflowRevisionAdmin(ReadOnlyAdmin):
     def bundled(self, revision: WorkflowRevision) -> str:
         return ", ".join(a["path"] for a in revision.assets) or "none"
 
-    def get_urls(self) -> list[URLPattern]:
-        restore = self.admin_site.admin_view(require_POST(self.restore_view))
-        return [path("<int:revision_id>/restore/", restore, name="workflows_workflowrevision_restore"),
-                *super().get_urls()]
+    def revision_previous(self, revision: WorkflowRevision) -> WorkflowRevision | None:
+        """The revision of the same workflow taken just before `revision`."""
+        same = Q(workflow=revision.workflow_id) if revision.workflow_id else Q(
+            owner=revision.owner_id, project=revision.project_id, workflow_key=revision.workflow_key)
+        earlier = WorkflowRevision.objects.filter(same, created_at__lte=revision.created_at).exclude(
+            created_at=revision.created_at, pk__gte=revision.pk)
+        return earlier.order_by("-created_at", "-pk").first()
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
-                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        revision = self.get_object(request, object_id)
-        if revision is not None:
-            previous = revision_previous(revision)
-            extra_context = {**(extra_context or {}), "previous": previous,
-                             "diff_lines": revision_diff(revision, previous),
-                             "can_restore": request.user.has_perm("workflows.change_workflow")}
-        return super().change_view(request, object_id, form_url, extra_context)
+    def revision_lines(self, revision: WorkflowRevision) -> list[str]:
+        return revision.yaml_text.splitlines()
 
-    def restore_view(self, request: HttpRequest, revision_id: int) -> HttpResponse:
-        if not request.user.has_perm("workflows.change_workflow"):
-            raise PermissionDenied
-        revision = get_object_or_404(WorkflowRevision, pk=revision_id)
-        try:
-            workflow = services.workflow_restore(caller=admin_caller(request), revision=revision)
-        except DomainError as exc:
-            self.message_user(request, f"Could not restore: {exc.message}", level=messages.ERROR)
-            return redirect("admin:workflows_workflowrevision_change", revision.pk)
-        self.message_user(request, f"Restored {workflow} from its {revision.action} revision of "
-                                   f"{revision.created_at:%Y-%m-%d %H:%M:%S}.")
-        return redirect("admin:workflows_workflow_change", workflow.pk)
+    def revision_restore(self, request: HttpRequest, revision: WorkflowRevision) -> Workflow:
+        return services.workflow_restore(caller=admin_caller(request), revision=revision)
 
 
 # --- projects -------------------------------------------------------------------------------------

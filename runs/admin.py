@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from accounts.admin import AuditedAdmin
+from accounts.admin import AuditedAdmin, admin_caller
 from elements.admin import ReadOnlyAdmin
 from runs import engine
 from runs.models import NodeRun, Run, ScriptSettings, Turn
@@ -81,7 +81,8 @@ class RunAdmin(ReadOnlyAdmin):
         cancelled, finished = [], []
         for run in queryset.select_related("owner", "project"):
             try:
-                engine.run_cancel(scope=Scope(owner=run.owner, project=run.project), run_id=run.pk)
+                engine.run_cancel(caller=admin_caller(request), scope=Scope(owner=run.owner, project=run.project),
+                                  run_id=run.pk)
             except engine.RunError as exc:
                 if exc.code != "run_terminal":
                     raise

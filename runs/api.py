@@ -189,7 +189,8 @@ class RunCancelView(RunsApiView):
                    operation_id="run_cancel")
     def post(self, request: Request, run_id: str) -> Response:
         params = validated(ScopeParams, request.data)
-        return Response(selectors.advance_result(engine.run_cancel(scope=_scope(request, params), run_id=run_id)))
+        return Response(selectors.advance_result(engine.run_cancel(caller=caller_from_request(request, via="api"),
+                                                                      scope=_scope(request, params), run_id=run_id)))
 
 
 # --- answers: one endpoint per answering tool, each posting that tool's payload -------------
@@ -251,7 +252,8 @@ class RunAnswerView(RunsApiView):
         params = validated(self.InputSerializer, request.data)
         fields = [name for name in self.InputSerializer().fields if name not in ("cwd", "global")]
         payload = {name: params.get(name) for name in fields}
-        run = engine.run_answer(scope=_scope(request, params), run_id=run_id, tool=self.tool, payload=payload)
+        run = engine.run_answer(caller=caller_from_request(request, via="api"), scope=_scope(request, params),
+                                run_id=run_id, tool=self.tool, payload=payload)
         return Response(selectors.advance_result(run))
 
 

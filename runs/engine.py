@@ -26,6 +26,7 @@ from jsonschema import Draft202012Validator
 import runs.fanout  # noqa: F401  (registers the consensus, round_robin and map handlers)
 from accounts.caller import Caller
 from accounts.errors import DomainError, NotFound
+from accounts.services import audit_record
 from runs import costs
 from runs.models import NodeRun, Run, ScriptSettings
 from runs.nodes import HANDLERS, AnswerRejected, Ctx, Step
@@ -84,7 +85,7 @@ def _model_for(run: Run, node: dict[str, Any]) -> str:
     return node.get("model") or run.definition.get("model") or costs.default_model() or ""
 
 
-def _paused_node(run: Run) -> NodeRun | None:
+def paused_node(run: Run) -> NodeRun | None:
     return run.nodes.filter(node_id=run.current_node, status=NodeRun.Status.PAUSED, parent=None).order_by(
         "-seq").first()
 
@@ -121,7 +122,7 @@ def run_create(*, caller: Caller, scope: Scope, definition: dict[str, Any], cont
     _context_check(definition, context)
     revision = (WorkflowRevision.objects.filter(workflow=workflow).order_by("-created_at", "-id").first()
                 if workflow is not None else None)
-    return Run.objects.create(
+    run = Run.objects.create(
         owner=scope.owner, project=scope.project, workflow=workflow, revision=revision, workflow_key=workflow_key,
         workflow_name=str(definition.get("name", workflow_key)),
         workflow_description=str(definition.get("description") or ""), workflow_source=source,
@@ -129,6 +130,15 @@ def run_create(*, caller: Caller, scope: Scope, definition: dict[str, Any], cont
         current_node=definition["start"], parent=parent, parent_node=parent_node,
         spending_cap_usd=caps.usd, spending_cap_tokens=caps.tokens, billing_mode=_billing_mode(host),
     )
+    # Who started a run is worth keeping; a child run is its parent's doing, and a test leaves nothing.
+    if parent is None and kind == Run.Kind.REAL:
+        _audit(caller, run, "start")
+    return run
+
+
+def _audit(caller: Caller, run: Run, verb: str, **detail: Any) -> None:
+    audit_record(caller=caller, action=f"run.{verb}", target=f"run {run.pk} of workflow '{run.workflow_key}'",
+                 detail={"project": run.project_key or None, **detail})
 
 
 def run_start(*, caller: Caller, scope: Scope, workflow_id: str, source: str | None, context: dict[str, Any] | None,
@@ -437,14 +447,17 @@ def _check_caps(run: Run) -> bool:
     return True
 
 
-def run_answer(*, scope: Scope, run_id: str, tool: str, payload: dict[str, Any]) -> Run:
+def run_answer(*, caller: Caller, scope: Scope, run_id: str, tool: str, payload: dict[str, Any]) -> Run:
     """Apply one answer to the run's paused node, then drive on. The paused step is read before the
     lock and checked again under it: of two racing answers to one step, the second finds the step
-    gone and is refused, so nothing is applied twice."""
+    gone and is refused, so nothing is applied twice. A person's choice at a human node is audited;
+    a model's answers are kept as the node's turns."""
     run = run_get(scope=scope, run_id=run_id, kind=None)
-    expected = _paused_node(run) if run.status == Run.Status.PAUSED else None
+    expected = paused_node(run) if run.status == Run.Status.PAUSED else None
     with transaction.atomic():
         decided = _apply_answer(_locked(run.pk), expected, tool, payload)
+        if tool == "resume_run" and run.kind == Run.Kind.REAL:
+            _audit(caller, run, "resume", node=expected.node_id, choice=payload["transition"])
     if decided:
         drive(run.pk)
     else:
@@ -457,7 +470,7 @@ def _apply_answer(run: Run, expected: NodeRun | None, tool: str, payload: dict[s
     """Apply the answer to the locked run; True when its node was decided and the run should go on."""
     if run.is_terminal:
         raise RunError(f"The run is already {run.status}.", code="run_terminal")
-    node_run = _paused_node(run) if run.status == Run.Status.PAUSED else None
+    node_run = paused_node(run) if run.status == Run.Status.PAUSED else None
     if node_run is None or expected is None or node_run.pk != expected.pk:
         raise RunError("The run is not waiting for this answer (another answer was just applied, or it is "
                        "busy); call get_run_status for the current step.", code="not_waiting")
@@ -492,7 +505,7 @@ def _apply_answer(run: Run, expected: NodeRun | None, tool: str, payload: dict[s
     return True
 
 
-def run_cancel(*, scope: Scope, run_id: str) -> Run:
+def run_cancel(*, caller: Caller, scope: Scope, run_id: str) -> Run:
     run = run_get(scope=scope, run_id=run_id, kind=None)
     with transaction.atomic():
         run = _locked(run.pk)
@@ -500,6 +513,7 @@ def run_cancel(*, scope: Scope, run_id: str) -> Run:
             raise RunError(f"The run is already {run.status}; only a running or paused run can be cancelled.",
                            code="run_terminal")
         _cancel_tree(run)
+        _audit(caller, run, "cancel")
     if run.parent_id:
         _resume_parent(Run.objects.get(pk=run.pk), inline_scripts=False)
     return Run.objects.get(pk=run.pk)

@@ -32,7 +32,8 @@ class RunTools(Toolset):
 
     def _answer(self, run_id: str, tool_name: str, payload: dict[str, Any], cwd: str | None,
                 global_: bool | None) -> dict[str, Any]:
-        run = engine.run_answer(scope=self._scope(cwd, global_), run_id=run_id, tool=tool_name, payload=payload)
+        run = engine.run_answer(caller=self.caller, scope=self._scope(cwd, global_), run_id=run_id, tool=tool_name,
+                                payload=payload)
         return selectors.advance_result(run)
 
     @tool(name="start_workflow", title="Start a workflow", scope=EXECUTE, read_only=False, destructive=False,
@@ -141,7 +142,8 @@ class RunTools(Toolset):
     def cancel_run(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
         """Cancel a running or paused run: a running script is stopped, the current node is marked cancelled,
         and child runs are cancelled too. An error if the run has already ended."""
-        return selectors.advance_result(engine.run_cancel(scope=self._scope(cwd, global_), run_id=run_id))
+        return selectors.advance_result(engine.run_cancel(caller=self.caller, scope=self._scope(cwd, global_),
+                                                                     run_id=run_id))
 
     @tool(name="list_runs", title="List runs", scope=READ, read_only=True, destructive=False, idempotent=True,
           open_world=False)

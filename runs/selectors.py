@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import Count, Max
 
-from runs.engine import _paused_node, public_url
+from runs.engine import paused_node, public_url
 from runs.models import NodeRun, Run, Turn
 from workflows.scoping import Scope
 
@@ -42,7 +42,7 @@ def pending_step(run: Run) -> tuple[dict[str, Any] | None, dict[str, Any] | None
     """(pendingStep, awaitingChild) of a paused run; a run waiting on a child shows the child's step."""
     if run.status != Run.Status.PAUSED:
         return None, None
-    node_run = _paused_node(run)
+    node_run = paused_node(run)
     if node_run is None:
         return None, None
     if node_run.node_type == "subworkflow":
@@ -139,7 +139,7 @@ def run_history(run: Run) -> dict[str, Any]:
     for node_run in node_runs:
         by_parent.setdefault(node_run.parent_id, []).append(node_run)
     awaiting = None
-    paused = _paused_node(run) if run.status == Run.Status.PAUSED else None
+    paused = paused_node(run) if run.status == Run.Status.PAUSED else None
     if paused is not None and paused.node_type == "subworkflow":
         awaiting = {"childRunId": paused.input.get("childRunId")}
     return {

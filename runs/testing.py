@@ -181,7 +181,7 @@ def workflow_test(*, caller: Caller, scope: Scope, workflow_id: str | None = Non
         raise WorkflowTestFailed("invalid_input", exc.message) from exc
     try:
         try:
-            _run_to_end(scope=scope, run_id=run.pk, mocks=Mocks(mock_responses),
+            _run_to_end(caller=caller, scope=scope, run_id=run.pk, mocks=Mocks(mock_responses),
                         deadline=started + timeout_ms / 1000)
         except WorkflowTestFailed as failure:
             raise WorkflowTestFailed(failure.code, failure.message,
@@ -192,7 +192,7 @@ def workflow_test(*, caller: Caller, scope: Scope, workflow_id: str | None = Non
         Run.objects.filter(pk=run.pk).delete()
 
 
-def _run_to_end(*, scope: Scope, run_id: str, mocks: Mocks, deadline: float) -> None:
+def _run_to_end(*, caller: Caller, scope: Scope, run_id: str, mocks: Mocks, deadline: float) -> None:
     engine.drive(run_id)
     while True:
         if time.monotonic() > deadline:
@@ -205,10 +205,10 @@ def _run_to_end(*, scope: Scope, run_id: str, mocks: Mocks, deadline: float) -> 
             # A worker is running a script (of this run or of a child); it carries the run on.
             time.sleep(POLL_SECONDS)
             continue
-        _answer(scope=scope, step=step, mocks=mocks)
+        _answer(caller=caller, scope=scope, step=step, mocks=mocks)
 
 
-def _answer(*, scope: Scope, step: dict[str, Any], mocks: Mocks) -> None:
+def _answer(*, caller: Caller, scope: Scope, step: dict[str, Any], mocks: Mocks) -> None:
     """Answer the pending step (of the run or of a child it waits on) from its mock, as the host would."""
     handler = HANDLERS.get(step["nodeType"])
     build = ANSWER_BUILDERS.get(handler.tool) if handler is not None else None
@@ -217,7 +217,7 @@ def _answer(*, scope: Scope, step: dict[str, Any], mocks: Mocks) -> None:
                                  nodeId=step["nodeId"], nodeType=step["nodeType"])
     payload = build(step, mocks)
     try:
-        engine.run_answer(scope=scope, run_id=step["runId"], tool=handler.tool, payload=payload)
+        engine.run_answer(caller=caller, scope=scope, run_id=step["runId"], tool=handler.tool, payload=payload)
     except DomainError as exc:
         raise WorkflowTestFailed("runner_error", f"The mock for {step['nodeId']!r} was refused: {exc.message}",
                                  nodeId=step["nodeId"], nodeType=step["nodeType"]) from exc

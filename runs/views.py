@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.caller import Caller
 from accounts.errors import DomainError
 from runs import engine, selectors
 from runs.graph import Graph, NodeBox, layout
@@ -145,7 +146,8 @@ def run_resume(request: HttpRequest, run_id: str) -> HttpResponse:
         return _not_found(request)
     choice = request.POST.get("transition", "")
     try:
-        engine.run_answer(scope=Scope(owner=run.owner, project=run.project), run_id=run.pk, tool="resume_run",
+        engine.run_answer(caller=Caller.trusted(request.user, via="web"),
+                          scope=Scope(owner=run.owner, project=run.project), run_id=run.pk, tool="resume_run",
                           payload={"transition": choice})
     except DomainError as exc:
         messages.error(request, exc.message)

@@ -9,6 +9,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from accounts.caller import Caller
+from accounts.models import AuditEvent
 from runs import engine
 from runs.models import NodeRun, Run, ScriptSettings, Turn
 from tests.conftest import McpClient, Member, make_member
@@ -312,7 +313,7 @@ def test_of_two_racing_answers_exactly_one_is_applied(monkeypatch):
                            host=None, caps=engine.Caps())
     # Both answers read the pending step before either takes the lock, as two racing requests do.
     both_read = threading.Barrier(2, timeout=10)
-    real = engine._paused_node
+    real = engine.paused_node
     first_read: set[int] = set()
 
     def read_then_wait(target: Run) -> NodeRun | None:
@@ -322,12 +323,13 @@ def test_of_two_racing_answers_exactly_one_is_applied(monkeypatch):
             both_read.wait()
         return found
 
-    monkeypatch.setattr(engine, "_paused_node", read_then_wait)
+    monkeypatch.setattr(engine, "paused_node", read_then_wait)
     outcomes: list[str] = []
 
     def answer(text: str) -> None:
         try:
-            engine.run_answer(scope=scope, run_id=run.pk, tool="advance_run", payload={"response": text})
+            engine.run_answer(caller=caller, scope=scope, run_id=run.pk, tool="advance_run",
+                              payload={"response": text})
             outcomes.append("applied")
         except engine.RunError as exc:
             outcomes.append(exc.code)
@@ -364,3 +366,18 @@ def test_the_site_has_one_script_settings_row(db):
     with pytest.raises(IntegrityError), transaction.atomic():
         ScriptSettings.objects.create(user=None, scripts_enabled=True)
     assert ScriptSettings.objects.count() == 1
+
+
+def test_starting_a_run_a_persons_choice_and_a_cancel_are_audited(tools):
+    run_id = tools.ok("start_workflow", workflow_id="review", context={"topic": "owls"})["runId"]
+    tools.ok("advance_run", run_id=run_id, response="Owls hunt at night.")
+    tools.ok("advance_run", run_id=run_id, response=APPROVE)
+    tools.ok("resume_run", run_id=run_id, transition="publish")
+    second = tools.ok("start_workflow", workflow_id="review", context={"topic": "bats"})["runId"]
+    tools.ok("cancel_run", run_id=second)
+    events = list(AuditEvent.objects.order_by("id").filter(action__startswith="run.").values_list(
+        "action", "actor__username", "target", "detail"))
+    assert [(action, actor) for action, actor, _, _ in events] == [
+        ("run.start", "alice"), ("run.resume", "alice"), ("run.start", "alice"), ("run.cancel", "alice")]
+    assert events[1][2] == f"run {run_id} of workflow 'review'"
+    assert events[1][3] == {"project": None, "node": "ask", "choice": "publish"}

@@ -64,7 +64,8 @@ def start(member: Member, workflow_id: str = "review", context: dict | None = No
 
 
 def draft(run: Run, response: str = "Otters hold hands.") -> Run:
-    return engine.run_answer(scope=Scope(owner=run.owner, project=None), run_id=run.pk, tool="advance_run",
+    return engine.run_answer(caller=Caller.trusted(run.owner, via="command"),
+                             scope=Scope(owner=run.owner, project=None), run_id=run.pk, tool="advance_run",
                              payload={"response": response, "usage": None, "thinking": "Keep it short."})
 
 
@@ -213,7 +214,8 @@ def test_an_ai_step_is_shown_read_only(alice):
 
 
 def test_a_stopped_run_shows_why_and_does_not_poll(alice, review):
-    engine.run_cancel(scope=Scope(owner=alice.user, project=None), run_id=review.pk)
+    engine.run_cancel(caller=Caller.trusted(alice.user, via="command"), scope=Scope(owner=alice.user, project=None),
+                      run_id=review.pk)
 
     html = signed_in(alice).get(page_url(review)).content.decode()
 

@@ -137,7 +137,7 @@ def test_cancel_stops_a_running_script_promptly():
         time.sleep(0.05)
     run = Run.objects.get()
     cancelled_at = time.monotonic()
-    engine.run_cancel(scope=Scope(owner=user, project=None), run_id=run.pk)
+    engine.run_cancel(caller=Caller.trusted(user, via="command"), scope=Scope(owner=user, project=None), run_id=run.pk)
     assert finished.wait(timeout=10), "the script kept running after cancel"
     assert time.monotonic() - cancelled_at < 10
     run.refresh_from_db()

@@ -48,7 +48,8 @@ def test_the_cancel_action_cancels_a_paused_run_in_its_own_scope(curator, client
                                project_id="shop")
     paused = started(alice, project)
     done = started(alice)
-    engine.run_answer(scope=Scope(owner=alice.user, project=None), run_id=done.pk, tool="advance_run",
+    engine.run_answer(caller=Caller.trusted(alice.user, via="command"), scope=Scope(owner=alice.user, project=None),
+                      run_id=done.pk, tool="advance_run",
                       payload={"response": "Done."})
     response = client.post(RUNS, {"action": "cancel_runs", "_selected_action": [paused.pk, done.pk]}, follow=True)
     assert response.status_code == 200

@@ -14,6 +14,7 @@ from django.db import connection
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from accounts.caller import Caller
 from runs import engine
 from runs.models import Run
 from tests.conftest import make_member
@@ -105,7 +106,8 @@ def test_the_run_page_follows_the_run_and_answers_a_human_step(live_atrium, real
             page.evaluate("window.loadedOnce = true")  # gone if the page reloaded instead of updating itself
 
             in_background(lambda: engine.run_answer(
-                scope=Scope(owner=alice.user, project=None), run_id=run_id, tool="advance_run",
+                caller=Caller.trusted(alice.user, via="command"), scope=Scope(owner=alice.user, project=None),
+                run_id=run_id, tool="advance_run",
                 payload={"response": "Otters hold hands.", "usage": None, "thinking": "Keep it short."}))
 
             expect(current).to_have_attribute("data-node", "review", timeout=8000)

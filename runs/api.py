@@ -20,7 +20,7 @@ from accounts.api import validated
 from accounts.authentication import caller_from_request
 from runs import engine, selectors, testing
 from runs.models import Run
-from workflows.api import ScopeParams, WorkflowsApiView, _scope, _source, _source_field
+from workflows.api import ScopeParams, WorkflowsApiView, scope_of, source_field, source_of
 
 READ, EXECUTE = "runs:read", "runs:execute"
 
@@ -126,7 +126,7 @@ class RunListStartView(RunsApiView):
         context = serializers.DictField(required=False, allow_null=True,
                                         help_text="The start context (checked against the workflow's context "
                                                   "schema)")
-        source = _source_field()
+        source = source_field()
         host = serializers.ChoiceField(choices=["claude_code", "cowork", "desktop_chat"], required=False,
                                        allow_null=True, help_text="Your surface: decides whether fan-out runs on "
                                                                   "the user's subscription")
@@ -143,7 +143,7 @@ class RunListStartView(RunsApiView):
     def get(self, request: Request) -> Response:
         filters = validated(self.FilterParams, request.query_params)
         return Response(selectors.run_list(
-            scope=_scope(request), workflow_id=filters.get("workflow_id"), status=filters.get("status"),
+            scope=scope_of(request), workflow_id=filters.get("workflow_id"), status=filters.get("status"),
             since=filters.get("since"), limit=filters["limit"], kind=filters["kind"]))
 
     @extend_schema(parameters=[ScopeParams], request=InputSerializer,
@@ -152,8 +152,8 @@ class RunListStartView(RunsApiView):
     def post(self, request: Request) -> Response:
         params = validated(self.InputSerializer, request.data)
         run = engine.run_start(
-            caller=caller_from_request(request, via="api"), scope=_scope(request, params),
-            workflow_id=params["workflow_id"], source=_source(params.get("source")), context=params.get("context"),
+            caller=caller_from_request(request, via="api"), scope=scope_of(request, params),
+            workflow_id=params["workflow_id"], source=source_of(params.get("source")), context=params.get("context"),
             host=params.get("host"), caps=engine.Caps(usd=params.get("spending_cap_usd"),
                                                       tokens=params.get("spending_cap_tokens")))
         return Response(selectors.start_result(run), status=status.HTTP_201_CREATED)
@@ -167,7 +167,7 @@ class RunStatusView(RunsApiView):
     @extend_schema(parameters=[RUN_PARAM, ScopeParams], responses={200: AdvanceResultSerializer, **_errors(400, 404)},
                    summary="A run's status and its pending step", operation_id="run_status")
     def get(self, request: Request, run_id: str) -> Response:
-        return Response(selectors.advance_result(engine.run_get(scope=_scope(request), run_id=run_id, kind=None)))
+        return Response(selectors.advance_result(engine.run_get(scope=scope_of(request), run_id=run_id, kind=None)))
 
 
 class RunHistoryView(RunsApiView):
@@ -176,7 +176,7 @@ class RunHistoryView(RunsApiView):
     @extend_schema(parameters=[RUN_PARAM, ScopeParams], responses={200: HistorySerializer, **_errors(400, 404)},
                    summary="A run's full per-node trace", operation_id="run_history")
     def get(self, request: Request, run_id: str) -> Response:
-        run = engine.run_get(scope=_scope(request), run_id=run_id, kind=None)
+        run = engine.run_get(scope=scope_of(request), run_id=run_id, kind=None)
         return Response(selectors.run_history(run))
 
 
@@ -190,7 +190,7 @@ class RunCancelView(RunsApiView):
     def post(self, request: Request, run_id: str) -> Response:
         params = validated(ScopeParams, request.data)
         return Response(selectors.advance_result(engine.run_cancel(caller=caller_from_request(request, via="api"),
-                                                                      scope=_scope(request, params), run_id=run_id)))
+                                                                      scope=scope_of(request, params), run_id=run_id)))
 
 
 # --- answers: one endpoint per answering tool, each posting that tool's payload -------------
@@ -252,7 +252,7 @@ class RunAnswerView(RunsApiView):
         params = validated(self.InputSerializer, request.data)
         fields = [name for name in self.InputSerializer().fields if name not in ("cwd", "global")]
         payload = {name: params.get(name) for name in fields}
-        run = engine.run_answer(caller=caller_from_request(request, via="api"), scope=_scope(request, params),
+        run = engine.run_answer(caller=caller_from_request(request, via="api"), scope=scope_of(request, params),
                                 run_id=run_id, tool=self.tool, payload=payload)
         return Response(selectors.advance_result(run))
 
@@ -299,7 +299,7 @@ class RunTestView(RunsApiView):
 
         workflow_id = serializers.CharField(required=False, allow_null=True,
                                             help_text="A stored workflow to test (or config)")
-        source = _source_field()
+        source = source_field()
         config = serializers.JSONField(required=False, allow_null=True,
                                        help_text="A workflow to test, as an object or YAML text (or workflow_id)")
         context = serializers.DictField(required=False, allow_null=True)
@@ -347,7 +347,7 @@ class RunTestView(RunsApiView):
     def post(self, request: Request) -> Response:
         params = validated(self.InputSerializer, request.data)
         return Response(testing.workflow_test(
-            caller=caller_from_request(request, via="api"), scope=_scope(request, params),
-            workflow_id=params.get("workflow_id"), source=_source(params.get("source")), config=params.get("config"),
+            caller=caller_from_request(request, via="api"), scope=scope_of(request, params),
+            workflow_id=params.get("workflow_id"), source=source_of(params.get("source")), config=params.get("config"),
             context=params.get("context"), mock_responses=params.get("mock_responses"),
             timeout_ms=params["timeout_ms"]))

@@ -51,7 +51,7 @@ ScopeParams = type("ScopeParams", (serializers.Serializer,), {
 })
 
 
-def _scope(request: Request, body: dict[str, Any] | None = None) -> Scope:
+def scope_of(request: Request, body: dict[str, Any] | None = None) -> Scope:
     """The store a request is about: `cwd` or `global` from the body, else from the query string."""
     query = ScopeParams(data=request.query_params)
     query.is_valid(raise_exception=True)
@@ -60,7 +60,7 @@ def _scope(request: Request, body: dict[str, Any] | None = None) -> Scope:
                          global_=given.get("global"))
 
 
-def _source(value: str | None) -> str | None:
+def source_of(value: str | None) -> str | None:
     return value or None  # `?source=` means "repo first", as an omitted source does
 
 
@@ -75,7 +75,7 @@ class SourceField(serializers.ChoiceField):
         super().__init__(choices=list(SOURCES), **kwargs)
 
 
-def _source_field() -> SourceField:
+def source_field() -> SourceField:
     return SourceField(required=False, allow_null=True, allow_blank=True,
                        help_text="global or repo. Omitted: repo first when the call has a project, else global.")
 
@@ -134,15 +134,15 @@ class SubjectSerializer(ScopeParams):
     config = _config_field(required=False, allow_null=True)
     id = serializers.CharField(required=False, allow_null=True, help_text="A stored workflow's id, instead of "
                                                                           "config.")
-    source = _source_field()
+    source = source_field()
 
 
 def _subject(request: Request) -> tuple[Scope, dict[str, Any]]:
     data = SubjectSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     params = data.validated_data
-    return _scope(request, params), {"config": params.get("config"), "workflow_id": params.get("id"),
-                                     "source": _source(params.get("source"))}
+    return scope_of(request, params), {"config": params.get("config"), "workflow_id": params.get("id"),
+                                     "source": source_of(params.get("source"))}
 
 
 # --- list and create -----------------------------------------------------------------------
@@ -165,7 +165,7 @@ class WorkflowListCreateView(WorkflowsApiView):
             ref_name = "WorkflowCreateInput"
 
         id = _id_field()
-        source = _source_field()
+        source = source_field()
         config = _config_field(required=False, allow_null=True)
         overwrite = serializers.BooleanField(required=False, default=False,
                                              help_text="Replace an existing workflow with this id")
@@ -173,7 +173,7 @@ class WorkflowListCreateView(WorkflowsApiView):
     @extend_schema(parameters=[ScopeParams], responses={200: OutputSerializer(many=True), **_errors(400)},
                    summary="List workflows from the global store and the project", operation_id="workflows_list")
     def get(self, request: Request) -> Response:
-        return Response(selectors.workflow_list(scope=_scope(request)))
+        return Response(selectors.workflow_list(scope=scope_of(request)))
 
     @extend_schema(parameters=[ScopeParams], request=InputSerializer,
                    responses={201: WrittenSerializer, **_errors(400, 409)},
@@ -184,8 +184,8 @@ class WorkflowListCreateView(WorkflowsApiView):
         data.is_valid(raise_exception=True)
         params = data.validated_data
         workflow = services.workflow_save(
-            caller=caller_from_request(request, via="api"), scope=_scope(request, params), workflow_id=params["id"],
-            source=_source(params.get("source")), config=params.get("config"), overwrite=params["overwrite"])
+            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), workflow_id=params["id"],
+            source=source_of(params.get("source")), config=params.get("config"), overwrite=params["overwrite"])
         return Response(_written(workflow), status=status.HTTP_201_CREATED)
 
 
@@ -198,7 +198,7 @@ class WorkflowDetailView(WorkflowsApiView):
         class Meta:
             ref_name = "WorkflowSourceParams"
 
-        source = _source_field()
+        source = source_field()
 
     class DeleteParams(SourceParams):
         class Meta:
@@ -241,7 +241,7 @@ class WorkflowDetailView(WorkflowsApiView):
             ref_name = "WorkflowUpdateInput"
 
         config = _config_field(help_text="The whole new workflow, as an object or YAML text.")
-        source = _source_field()
+        source = source_field()
 
     class UpdatedSerializer(serializers.Serializer):
         class Meta:
@@ -256,8 +256,8 @@ class WorkflowDetailView(WorkflowsApiView):
     def get(self, request: Request, workflow_id: str) -> Response:
         params = self.SourceParams(data=request.query_params)
         params.is_valid(raise_exception=True)
-        workflow = selectors.workflow_find(scope=_scope(request), workflow_id=workflow_id,
-                                           source=_source(params.validated_data.get("source")))
+        workflow = selectors.workflow_find(scope=scope_of(request), workflow_id=workflow_id,
+                                           source=source_of(params.validated_data.get("source")))
         return Response(self.OutputSerializer(workflow).data)
 
     @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
@@ -269,8 +269,8 @@ class WorkflowDetailView(WorkflowsApiView):
         data.is_valid(raise_exception=True)
         params = data.validated_data
         workflow = services.workflow_update(
-            caller=caller_from_request(request, via="api"), scope=_scope(request, params), workflow_id=workflow_id,
-            source=_source(params.get("source")), config=params["config"])
+            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), workflow_id=workflow_id,
+            source=source_of(params.get("source")), config=params["config"])
         return Response({"ok": True, "source": workflow.source, "path": selectors.path_of(workflow)})
 
     @extend_schema(
@@ -285,8 +285,8 @@ class WorkflowDetailView(WorkflowsApiView):
         params.is_valid(raise_exception=True)
         options = params.validated_data
         workflow = services.workflow_delete(
-            caller=caller_from_request(request, via="api"), scope=_scope(request), workflow_id=workflow_id,
-            source=_source(options.get("source")), confirm=options["confirm"], force=options["force"])
+            caller=caller_from_request(request, via="api"), scope=scope_of(request), workflow_id=workflow_id,
+            source=source_of(options.get("source")), confirm=options["confirm"], force=options["force"])
         return Response({"ok": True, "path": selectors.path_of(workflow), "source": workflow.source})
 
 
@@ -303,7 +303,7 @@ class WorkflowReferencesView(WorkflowsApiView):
                    summary="The subworkflow nodes that name this workflow, in every source of the scope",
                    operation_id="workflow_references")
     def get(self, request: Request, workflow_id: str) -> Response:
-        referrers = selectors.workflow_referrers(scope=_scope(request), workflow_id=workflow_id)
+        referrers = selectors.workflow_referrers(scope=scope_of(request), workflow_id=workflow_id)
         return Response({"referrers": selectors.referrer_rows(referrers)})
 
 
@@ -328,7 +328,7 @@ class WorkflowMoveView(WorkflowsApiView):
         data.is_valid(raise_exception=True)
         params = data.validated_data
         workflow, origin = services.workflow_move(caller=caller_from_request(request, via="api"),
-                                                  scope=_scope(request, params), workflow_id=workflow_id,
+                                                  scope=scope_of(request, params), workflow_id=workflow_id,
                                                   to=params["to"])
         return Response({"ok": True, "id": workflow.workflow_id, "from": origin, "to": workflow.source,
                          "path": selectors.path_of(workflow)})
@@ -343,7 +343,7 @@ class WorkflowDuplicateView(WorkflowsApiView):
 
         to_id = _id_field()
         to_source = SourceField()
-        from_source = _source_field()
+        from_source = source_field()
         overwrite = serializers.BooleanField(required=False, default=False,
                                              help_text="Replace an existing workflow with to_id")
 
@@ -355,8 +355,8 @@ class WorkflowDuplicateView(WorkflowsApiView):
         data.is_valid(raise_exception=True)
         params = data.validated_data
         workflow = services.workflow_duplicate(
-            caller=caller_from_request(request, via="api"), scope=_scope(request, params), from_id=workflow_id,
-            from_source=_source(params.get("from_source")), to_id=params["to_id"], to_source=params["to_source"],
+            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), from_id=workflow_id,
+            from_source=source_of(params.get("from_source")), to_id=params["to_id"], to_source=params["to_source"],
             overwrite=params["overwrite"])
         return Response(_written(workflow), status=status.HTTP_201_CREATED)
 
@@ -369,7 +369,7 @@ class WorkflowRenameView(WorkflowsApiView):
             ref_name = "WorkflowRenameInput"
 
         new_id = _id_field()
-        source = _source_field()
+        source = source_field()
         rewrite_references = serializers.BooleanField(
             required=False, default=True, help_text="Point every subworkflow node at the new id (default true)")
 
@@ -390,8 +390,8 @@ class WorkflowRenameView(WorkflowsApiView):
         data.is_valid(raise_exception=True)
         params = data.validated_data
         result = services.workflow_rename(
-            caller=caller_from_request(request, via="api"), scope=_scope(request, params), workflow_id=workflow_id,
-            new_id=params["new_id"], source=_source(params.get("source")),
+            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), workflow_id=workflow_id,
+            new_id=params["new_id"], source=source_of(params.get("source")),
             rewrite_references=params["rewrite_references"])
         return Response({**_written(result.workflow), "rewritten": result.rewritten, "failed": result.failed,
                          "rolledBack": False})

@@ -359,7 +359,9 @@ class RevisionAdmin(ReadOnlyAdmin):
             previous = self.revision_previous(revision)
             extra_context = {**(extra_context or {}), "previous": previous,
                              "diff_lines": self.revision_diff(revision, previous),
-                             "can_restore": request.user.has_perm(self.restore_permission)}
+                             "can_restore": request.user.has_perm(self.restore_permission),
+                             "revision_change_url": f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
+                             "revision_restore_url": f"admin:{self.opts.app_label}_{self.opts.model_name}_restore"}
         return super().change_view(request, object_id, form_url, extra_context)
 
     def restore_view(self, request: HttpRequest, revision_id: int) -> HttpResponse:

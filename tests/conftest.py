@@ -156,6 +156,33 @@ def mcp_client():
     return connect
 
 
+class Api:
+    """Django's test client speaking JSON to the REST API with a bearer token."""
+
+    def __init__(self, member: Member | None = None, token: str | None = None) -> None:
+        self.http = Client()
+        self.extra: dict[str, str] = {}
+        raw = token or (member.token if member else None)
+        if raw:
+            self.extra["HTTP_AUTHORIZATION"] = f"Bearer {raw}"
+
+    def get(self, path: str, params: dict[str, Any] | None = None):
+        return self.http.get(path, params or {}, **self.extra)
+
+    def post(self, path: str, body: object = None):
+        return self.http.post(path, json.dumps(body if body is not None else {}), content_type="application/json",
+                              **self.extra)
+
+    def put(self, path: str, body: object):
+        return self.http.put(path, json.dumps(body), content_type="application/json", **self.extra)
+
+    def patch(self, path: str, body: object):
+        return self.http.patch(path, json.dumps(body), content_type="application/json", **self.extra)
+
+    def delete(self, path: str, query: str = ""):
+        return self.http.delete(f"{path}?{query}" if query else path, **self.extra)
+
+
 class HiddenInputs(HTMLParser):
     """The hidden fields of a page's forms, the way a browser would submit them."""
 

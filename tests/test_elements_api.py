@@ -10,7 +10,7 @@ from django.test import Client
 from accounts.caller import Caller
 from accounts.services import token_create
 from elements.models import Element, ElementRevision, MemoryEntry
-from tests.conftest import Member, make_member
+from tests.conftest import Api, Member, make_member
 
 pytestmark = pytest.mark.django_db
 
@@ -20,30 +20,6 @@ PERSONA_URL = f"/api/elements/persona/{quote(PERSONA['element_name'])}/"
 TEMPLATE = {"element_name": "greeting", "description": "Says hello.",
             "content": "Hello {{name}}, welcome to {{place}}!",
             "variables": [{"name": "name", "type": "string", "required": True}]}
-
-
-class Api:
-    """Django's test client speaking JSON with a bearer token."""
-
-    def __init__(self, member: Member | None = None, token: str | None = None) -> None:
-        self.http = Client()
-        self.extra = {}
-        raw = token or (member.token if member else None)
-        if raw:
-            self.extra["HTTP_AUTHORIZATION"] = f"Bearer {raw}"
-
-    def get(self, path: str, params: dict | None = None):
-        return self.http.get(path, params or {}, **self.extra)
-
-    def post(self, path: str, body: object = None):
-        return self.http.post(path, json.dumps(body if body is not None else {}), content_type="application/json",
-                              **self.extra)
-
-    def patch(self, path: str, body: object):
-        return self.http.patch(path, json.dumps(body), content_type="application/json", **self.extra)
-
-    def delete(self, path: str):
-        return self.http.delete(path, **self.extra)
 
 
 def persona(api: Api, name: str, **fields) -> dict:

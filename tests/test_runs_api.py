@@ -1,16 +1,14 @@
 """Runs through the REST API: /api/runs/... calls the same engine and selectors as the run tools, with
 the same scopes, shapes and codes; another user's or another project's run is 404 "Run not found."."""
 
-import json
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from accounts.caller import Caller
 from accounts.services import token_create
 from runs.models import NodeRun, Run, Turn
-from tests.conftest import Member
+from tests.conftest import Api, Member
 from workflows.scoping import Scope
 from workflows.services import project_register, workflow_save
 
@@ -66,24 +64,6 @@ nodes:
   done: {type: end}
   held: {type: end, status: failed}
 """
-
-
-class Api:
-    """Django's test client speaking JSON with a bearer token."""
-
-    def __init__(self, member: Member | None = None, token: str | None = None) -> None:
-        self.http = Client()
-        self.extra: dict[str, str] = {}
-        raw = token or (member.token if member else None)
-        if raw:
-            self.extra["HTTP_AUTHORIZATION"] = f"Bearer {raw}"
-
-    def get(self, path: str, params: dict[str, Any] | None = None):
-        return self.http.get(path, params or {}, **self.extra)
-
-    def post(self, path: str, body: object = None):
-        return self.http.post(path, json.dumps(body if body is not None else {}), content_type="application/json",
-                              **self.extra)
 
 
 def store(member: Member, workflow_id: str, text: str, project=None) -> None:

@@ -4,11 +4,10 @@ services, scopes and error codes as the workflow tools."""
 import json
 
 import pytest
-from django.test import Client
 
 from accounts.caller import Caller
 from accounts.services import token_create
-from tests.conftest import Member
+from tests.conftest import Api, Member
 from workflows.models import Project, ProjectRoot, Workflow, WorkflowRevision
 
 pytestmark = pytest.mark.django_db
@@ -50,30 +49,6 @@ nodes:
     transitions: {done: nowhere}
   done: {type: end}
 """
-
-
-class Api:
-    """Django's test client speaking JSON with a bearer token."""
-
-    def __init__(self, member: Member | None = None, token: str | None = None) -> None:
-        self.http = Client()
-        self.extra = {}
-        raw = token or (member.token if member else None)
-        if raw:
-            self.extra["HTTP_AUTHORIZATION"] = f"Bearer {raw}"
-
-    def get(self, path: str, params: dict | None = None):
-        return self.http.get(path, params or {}, **self.extra)
-
-    def post(self, path: str, body: object = None):
-        return self.http.post(path, json.dumps(body if body is not None else {}), content_type="application/json",
-                              **self.extra)
-
-    def put(self, path: str, body: object):
-        return self.http.put(path, json.dumps(body), content_type="application/json", **self.extra)
-
-    def delete(self, path: str, query: str = ""):
-        return self.http.delete(f"{path}?{query}", **self.extra)
 
 
 def create(api: Api, workflow_id: str, config: object = None, **fields) -> dict:

@@ -60,11 +60,13 @@ def docs_import(*, directory: Path, force: bool = False, dry_run: bool = False) 
         raw = path.read_text(encoding="utf-8")
         checksum = hashlib.sha256(raw.encode()).hexdigest()
         page = existing.get(slug)
-        if page is not None and page.checksum == checksum and not (force and page.edited):
-            report.unchanged.append(slug)
-            continue
+        # An edited page is reported as kept whether or not its file changed: either way the import
+        # leaves a curator's words in place.
         if page is not None and page.edited and not force:
             report.kept_edited.append(slug)
+            continue
+        if page is not None and page.checksum == checksum and not page.edited:
+            report.unchanged.append(slug)
             continue
         (report.updated if page is not None else report.created).append(slug)
         if dry_run:

@@ -1,150 +1,17 @@
-"""Sync one workflow store (a user's global store, or one of their projects) with a folder laid out as
-a repository keeps it: `<id>.yaml` per workflow, and its bundled files under `<id>/`.
-
-pull writes the folder into the store, all or nothing; push writes the store into the folder. Neither
-ever deletes a workflow or a file."""
+"""`python manage.py sync_workflows`: the command's face on workflows.sync."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from accounts.models import AuditEvent, User
-from workflows.errors import DefinitionInvalid
-from workflows.models import Project, Workflow, WorkflowRevision
-from workflows.scoping import Scope
-from workflows.selectors import GLOBAL, REPO, definition_parse
-from workflows.services import Asset, workflow_save
-
-SUFFIXES = (".yaml", ".yml")
-
-
-@dataclass
-class Incoming:
-    """One workflow file of the folder, read and schema-checked."""
-
-    workflow_id: str
-    filename: str
-    text: str = ""
-    # None when the folder has no `<id>/`: the store's bundled files are then left as they are.
-    assets: list[Asset] | None = None
-    references: set[str] = field(default_factory=set)
-    errors: list[str] = field(default_factory=list)
-
-
-def _stored_text(text: str) -> str:
-    """The text as workflow_save stores it, so an untouched file compares equal."""
-    return text if text.endswith("\n") else text + "\n"
-
-
-def _subworkflows(config: dict[str, Any]) -> set[str]:
-    nodes = config.get("nodes") or {}
-    return {node["workflow"] for node in nodes.values()
-            if isinstance(node, dict) and node.get("type") == "subworkflow" and isinstance(node.get("workflow"), str)}
-
-
-def _bundle_read(folder: Path, item: Incoming) -> None:
-    """The files under `<id>/`, as assets with paths relative to it. Symbolic links are not followed."""
-    assets = []
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(root, name)
-            relative = path.relative_to(folder).as_posix()
-            if path.is_symlink() or not path.is_file():
-                item.errors.append(f"{item.workflow_id}/{relative}: not a regular file")
-                continue
-            try:
-                content = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                item.errors.append(f"{item.workflow_id}/{relative}: cannot be read as UTF-8 text ({exc})")
-                continue
-            assets.append(Asset(relative, content, executable=os.access(path, os.X_OK)))
-    item.assets = assets
-
-
-def read_folder(directory: Path) -> dict[str, Incoming]:
-    """Every `<id>.yaml` / `<id>.yml` of the folder, by id."""
-    found: dict[str, Incoming] = {}
-    for path in sorted(p for p in directory.iterdir() if p.suffix in SUFFIXES and p.is_file()):
-        workflow_id = path.stem
-        if workflow_id in found:
-            found[workflow_id].errors.append(f"both {found[workflow_id].filename} and {path.name} exist; keep one")
-            continue
-        item = found[workflow_id] = Incoming(workflow_id=workflow_id, filename=path.name)
-        try:
-            item.text = _stored_text(path.read_text(encoding="utf-8"))
-            item.references = _subworkflows(definition_parse(item.text)[1])
-        except (OSError, UnicodeDecodeError) as exc:
-            item.errors.append(f"cannot be read as UTF-8 text ({exc})")
-        except DefinitionInvalid as exc:
-            item.errors.extend(exc.errors)
-        if (directory / workflow_id).is_dir():
-            _bundle_read(directory / workflow_id, item)
-    return found
-
-
-def import_order(items: dict[str, Incoming]) -> list[Incoming]:
-    """Referenced workflows before the ones that reference them, so each save's integrity check
-    finds the subworkflows imported earlier in the same run. A cycle among the files can have no
-    such order (and the integrity rules forbid it): each file in it is marked invalid, naming it."""
-    ordered: list[Incoming] = []
-    done: set[str] = set()
-
-    def references(workflow_id: str) -> list[str]:
-        return sorted(items[workflow_id].references & items.keys())
-
-    for first in sorted(items):
-        if first in done:
-            continue
-        # Depth first, without recursion: a long chain of files must not hit the recursion limit.
-        path, pending = [first], [references(first)]
-        while path:
-            if not pending[-1]:
-                done.add(path[-1])
-                ordered.append(items[path.pop()])
-                pending.pop()
-                continue
-            following = pending[-1].pop(0)
-            if following in path:
-                cycle = [*path[path.index(following):], following]
-                for workflow_id in cycle[:-1]:
-                    items[workflow_id].errors.append(
-                        f"subworkflows form a cycle: {' -> '.join(cycle)} (a workflow may not include itself, "
-                        "directly or through others)")
-            elif following not in done:
-                path.append(following)
-                pending.append(references(following))
-    return ordered
-
-
-def _same_bundle(workflow: Workflow, assets: list[Asset] | None) -> bool:
-    if assets is None:
-        return True
-    stored = {(a.path, a.content, a.executable) for a in workflow.assets.all()}
-    return stored == {(a.path, a.content, a.executable) for a in assets}
-
-
-def _file_differs(path: Path, content: str, executable: bool) -> bool:
-    try:
-        return path.read_text(encoding="utf-8") != content or os.access(path, os.X_OK) != executable
-    except (OSError, UnicodeDecodeError):
-        return True  # missing, unreadable or not text: written over
-
-
-def _file_write(path: Path, content: str, executable: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, encoding="utf-8")
-    mode = path.stat().st_mode
-    path.chmod(mode | 0o111 if executable else mode & ~0o111)
+from workflows.sync import workflows_pull, workflows_push
 
 
 class Command(BaseCommand):
@@ -169,10 +36,13 @@ class Command(BaseCommand):
         owner = User.objects.filter(username=user).first()
         if owner is None:
             raise CommandError(f"No user {user!r}.")
-        if direction == "pull":
-            self._pull(directory, owner, project, dry_run=dry_run)
-        else:
-            self._push(directory, owner, project, dry_run=dry_run)
+        try:
+            if direction == "pull":
+                self._pull(directory, owner, project, dry_run=dry_run)
+            else:
+                self._push(directory, owner, project, dry_run=dry_run)
+        except DomainError as exc:
+            raise CommandError(exc.message) from exc
 
     def _line(self, outcome: str, name: str) -> None:
         self.stdout.write(f"{outcome}  {name}")
@@ -181,91 +51,25 @@ class Command(BaseCommand):
         parts = ", ".join(f"{counts[o]} {o}" for o in outcomes)
         self.stdout.write(f"{heading}: {parts}" + (" (dry run: nothing was written)" if dry_run else ""))
 
-    # --- pull ------------------------------------------------------------------------------------
-
-    @transaction.atomic
     def _pull(self, directory: Path, owner: User, project_id: str | None, *, dry_run: bool) -> None:
-        if not directory.is_dir():
-            raise CommandError(f"{directory} is not a folder.")
-        items = read_folder(directory)
-        project = Project.objects.get_or_create(owner=owner, project_id=project_id)[0] if project_id else None
-        scope = Scope(owner=owner, project=project)
-        caller = Caller.trusted(owner, via=AuditEvent.Via.COMMAND)
-        stored = {wf.workflow_id: wf for wf in
-                  Workflow.objects.filter(owner=owner, project=project).prefetch_related("assets")}
-        outcomes: dict[str, str] = {}
-        for item in import_order(items):
-            outcomes[item.workflow_id] = self._pull_one(caller, scope, item, stored.get(item.workflow_id))
-        counts = Counter(outcomes.values())
-        for workflow_id in sorted(outcomes):
-            self._line(outcomes[workflow_id], workflow_id)
-            for error in items[workflow_id].errors:
-                self.stdout.write(f"    {items[workflow_id].filename}: {error}")
-        only_in_store = sorted(stored.keys() - items.keys())
-        for workflow_id in only_in_store:
+        report = workflows_pull(caller=Caller.trusted(owner, via=AuditEvent.Via.COMMAND), owner=owner,
+                                project_id=project_id, directory=directory, dry_run=dry_run)
+        for workflow_id in sorted(report.outcomes):
+            self._line(report.outcomes[workflow_id], workflow_id)
+            for error in report.files[workflow_id].errors:
+                self.stdout.write(f"    {report.files[workflow_id].filename}: {error}")
+        for workflow_id in report.only_in_store:
             self._line("only in the store", workflow_id)
-        counts["only in the store"] = len(only_in_store)
-        where = f"project {project.project_id}" if project else "global store"
-        self._summary(f"Pulled {directory} into {owner.get_username()}'s {where}", counts,
+        counts = Counter(report.outcomes.values())
+        counts["only in the store"] = len(report.only_in_store)
+        self._summary(f"Pulled {directory} into {report.store}", counts,
                       ("created", "updated", "unchanged", "invalid", "only in the store"), dry_run)
-        if counts["invalid"]:
-            # Raising inside the transaction rolls back every workflow saved before the invalid one.
-            raise CommandError(f"{counts['invalid']} invalid file(s); nothing was written.")
-        if dry_run:
-            transaction.set_rollback(True)
-
-    def _pull_one(self, caller: Caller, scope: Scope, item: Incoming, existing: Workflow | None) -> str:
-        if item.errors:
-            return "invalid"
-        if existing is not None and existing.yaml_text == item.text and _same_bundle(existing, item.assets):
-            return "unchanged"
-        try:
-            with transaction.atomic():
-                workflow_save(caller=caller, scope=scope, workflow_id=item.workflow_id,
-                              source=REPO if scope.project else GLOBAL, config=item.text, overwrite=True,
-                              assets=item.assets, action=WorkflowRevision.Action.IMPORT)
-        except DefinitionInvalid as exc:
-            item.errors.extend(exc.errors)
-            return "invalid"
-        except DomainError as exc:
-            item.errors.append(f"{exc.message} ({exc.code})")
-            return "invalid"
-        return "created" if existing is None else "updated"
-
-    # --- push ------------------------------------------------------------------------------------
+        if report.invalid:
+            raise CommandError(f"{report.invalid} invalid file(s); nothing was written.")
 
     def _push(self, directory: Path, owner: User, project_id: str | None, *, dry_run: bool) -> None:
-        project = None
-        if project_id:
-            project = Project.objects.filter(owner=owner, project_id=project_id).first()
-            if project is None:
-                raise CommandError(f"{owner.get_username()} has no project {project_id!r}: nothing to push.")
-        if directory.exists() and not directory.is_dir():
-            raise CommandError(f"{directory} is not a folder.")
-        counts: Counter[str] = Counter()
-        for workflow in Workflow.objects.filter(owner=owner, project=project).prefetch_related("assets"):
-            outcome, note = self._push_one(directory, workflow, dry_run=dry_run)
-            counts[outcome] += 1
-            self._line(outcome, workflow.workflow_id + note)
-        where = f"project {project.project_id}" if project else "global store"
-        self._summary(f"Pushed {owner.get_username()}'s {where} to {directory}", counts,
-                      ("written", "unchanged", "skipped"), dry_run)
-
-    def _push_one(self, directory: Path, workflow: Workflow, *, dry_run: bool) -> tuple[str, str]:
-        """Write the workflow's file and bundled files where they differ: (written, unchanged or skipped;
-        why it was skipped)."""
-        yml = directory / f"{workflow.workflow_id}.yml"
-        # A folder that spells it .yml keeps that file, rather than gaining a second one pull would refuse.
-        target = yml if yml.is_file() and not (directory / f"{workflow.workflow_id}.yaml").exists() else \
-            directory / f"{workflow.workflow_id}.yaml"
-        files = [(target, workflow.yaml_text, False)]
-        for asset in workflow.assets.all():
-            relative = PurePosixPath(asset.path)
-            if relative.is_absolute() or ".." in relative.parts:
-                return "skipped", f"  (its bundled file {asset.path!r} would land outside {workflow.workflow_id}/)"
-            files.append((directory / workflow.workflow_id / relative, asset.content, asset.executable))
-        changed = [f for f in files if _file_differs(*f)]
-        if not dry_run:
-            for path, content, executable in changed:
-                _file_write(path, content, executable)
-        return ("written" if changed else "unchanged"), ""
+        report = workflows_push(owner=owner, project_id=project_id, directory=directory, dry_run=dry_run)
+        for outcome, workflow_id, note in report.lines:
+            self._line(outcome, workflow_id + note)
+        counts = Counter(outcome for outcome, _, _ in report.lines)
+        self._summary(f"Pushed {report.store} to {directory}", counts, ("written", "unchanged", "skipped"), dry_run)

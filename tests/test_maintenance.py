@@ -3,7 +3,6 @@
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from accounts.models import McpSession
@@ -23,7 +22,6 @@ def test_it_purges_idle_and_long_closed_sessions_only(alice):
     assert list(McpSession.objects.values_list("id", flat=True)) == ["live"]
 
 
-@pytest.mark.skipif(bool(settings.CELERY_BROKER_URL), reason="a broker is configured: tasks go to workers")
 def test_without_a_broker_tasks_run_in_process(alice):
     McpSession.objects.create(id="idle", user=alice.user, transport="http",
                               last_seen_at=timezone.now() - timedelta(days=30))

@@ -79,7 +79,7 @@ if os.environ.get("NUM_PROXIES"):
 ATRIUM_AUTH_FAILURE_LIMIT = int(os.environ.get("ATRIUM_AUTH_FAILURE_LIMIT", "20"))
 ATRIUM_AUTH_FAILURE_WINDOW = int(os.environ.get("ATRIUM_AUTH_FAILURE_WINDOW", "300"))
 # Anonymous OAuth client registrations per client address per hour.
-ATRIUM_REGISTRATIONS_PER_HOUR = int(os.environ.get("ATRIUM_REGISTRATIONS_PER_HOUR", "20"))
+ATRIUM_REGISTRATIONS_PER_HOUR = int(os.environ.get("ATRIUM_REGISTRATIONS_PER_HOUR", "60"))
 # Tool calls per token per minute; 0 turns the limit off.
 ATRIUM_TOOL_CALLS_PER_MINUTE = int(os.environ.get("ATRIUM_TOOL_CALLS_PER_MINUTE", "600"))
 

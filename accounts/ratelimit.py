@@ -1,8 +1,8 @@
 """Who the client is, and how often it may fail or call, counted in the shared cache.
 
 `client_address` is the one place that decides a request's client address: the failure limits,
-registration limits and allauth's own limits all read it. Counters are fixed windows in the
-Django cache (Redis in production, so every web process shares them), incremented atomically.
+registration limits and allauth's own limits all read it. Counters live in the Django cache
+(Redis in production, so every web process shares them) and are incremented atomically.
 Failure limits are checked before any token lookup or password check, so a client guessing
 credentials costs us one cache read per try once it is blocked.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -54,22 +55,29 @@ def client_address(request: HttpRequest | Any) -> str:
 
 
 def _count(bucket: str, ident: str, window: int, *, increment: bool) -> tuple[int, int]:
-    """The hits on `ident` in the current window (after adding one if `increment`), and the
-    seconds until the window ends."""
-    now = int(time.time())
-    start = now // window * window
-    key = f"{bucket}:{ident}:{start}"
-    retry_after = max(1, start + window - now)
-    if not increment:
-        return cache.get(key, 0), retry_after
-    # add() is a no-op when the key exists and incr() is atomic on Redis and locmem, so
-    # concurrent hits from several web processes are all counted.
-    cache.add(key, 0, timeout=window + 1)
-    try:
-        return cache.incr(key), retry_after
-    except ValueError:  # expired between add and incr
-        cache.add(key, 1, timeout=window + 1)
-        return 1, retry_after
+    """The hits on `ident` in its current window (after adding one if `increment`), and the
+    seconds until that window ends.
+
+    A window opens at the first hit and lasts `window` seconds, so a client cannot double its
+    allowance by straddling a clock boundary. The count's key and the window's start expire together.
+    """
+    key = f"{bucket}:{ident}"
+    now = time.time()
+    if increment:
+        # add() is a no-op when the key exists and incr() is atomic on Redis and locmem, so
+        # concurrent hits from several web processes are all counted.
+        cache.add(f"{key}:start", now, timeout=window)
+        cache.add(key, 0, timeout=window)
+        try:
+            count = cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.add(key, 1, timeout=window)
+            count = 1
+        start = cache.get(f"{key}:start", now)
+    else:
+        found = cache.get_many([key, f"{key}:start"])
+        count, start = found.get(key, 0), found.get(f"{key}:start", now)
+    return count, max(1, math.ceil(start + window - now))
 
 
 def auth_retry_after(ident: str) -> int | None:

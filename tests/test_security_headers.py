@@ -103,6 +103,14 @@ def test_the_signed_in_pages_run_no_inline_code(kb, root, alice):
         assert inline_code(response.content.decode()) == [], path
 
 
+def test_the_browsable_api_runs_no_inline_code(root):
+    response = root.get("/api/me", HTTP_ACCEPT="text/html")
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/html")
+    assert inline_code(response.content.decode()) == []
+
+
 def test_the_anonymous_pages_run_no_inline_code():
     for path in ["/accounts/login/", "/accounts/password/reset/", "/admin/login/"]:
         response = Client().get(path)

@@ -188,7 +188,7 @@ def _registration_client_uri_public(response: HttpResponse) -> dict[str, Any]:
 
 
 class RegistrationView(oauth2_views.DynamicClientRegistrationView):
-    """RFC 7591 registration, open to anonymous MCP clients, a few an hour per address."""
+    """RFC 7591 registration, open to anonymous MCP clients, limited per address per hour."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not request.user.is_authenticated:

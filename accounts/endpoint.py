@@ -2,7 +2,8 @@
 
 - POST and DELETE only. GET would open the package's standalone SSE stream, which never ends
   and spins a CPU core, so it answers 405 (the spec allows that; SDK clients carry on).
-- Bearer authentication with a personal or OAuth token; failures are rate-limited.
+- Bearer authentication with a personal or OAuth token; failures are rate-limited per client
+  address, tool calls per token (accounts.ratelimit).
 - A browser Origin outside ATRIUM_ALLOWED_ORIGINS gets 403 (DNS-rebinding protection).
 - MCP sessions live in the database (accounts.McpSession), bound to their user, so any web
   process can serve any request and a session id is useless to another user.
@@ -30,6 +31,7 @@ from rest_framework.request import Request
 from accounts.authentication import BearerAuthentication, caller_from_request, protected_resource_metadata_url
 from accounts.mcp_registry import TOOLS, missing_scope, tool_call, tool_list
 from accounts.models import McpSession
+from accounts.ratelimit import tool_call_retry_after
 from accounts.selectors import mcp_session_find
 from accounts.services import mcp_session_close, mcp_session_open, mcp_session_touch
 
@@ -72,6 +74,19 @@ def insufficient_scope(message_id: Any, tool_name: str, scope: str) -> JsonRespo
     return response
 
 
+def too_many_tool_calls(message_id: Any, retry_after: int) -> JsonResponse:
+    """429 with Retry-After for clients that back off on the status, and a JSON-RPC error for
+    those that read the body."""
+    response = jsonrpc_error(
+        429, message_id, -32000,
+        f"Too many tool calls on this token: at most {settings.ATRIUM_TOOL_CALLS_PER_MINUTE} a minute. "
+        f"Retry after {retry_after} seconds.",
+        retryAfter=retry_after,
+    )
+    response["Retry-After"] = str(retry_after)
+    return response
+
+
 class McpEndpoint(MCPServerStreamableHttpView):
     authentication_classes = [BearerAuthentication]
     permission_classes = [IsAuthenticated]
@@ -103,6 +118,10 @@ class McpEndpoint(MCPServerStreamableHttpView):
         message = request.data if isinstance(request.data, dict) else {}
         method = message.get("method")
         message_id = message.get("id")
+        if method == "tools/call":
+            retry_after = tool_call_retry_after(caller.token)
+            if retry_after is not None:
+                return too_many_tool_calls(message_id, retry_after)
 
         session: McpSession | None = None
         if method != "initialize":

@@ -60,6 +60,13 @@ ATRIUM_OPEN_SIGNUP = env_bool("ATRIUM_OPEN_SIGNUP")
 # caller's registered project roots and no user can make the server read its own files.
 ATRIUM_SERVER_PATHS = env_bool("ATRIUM_SERVER_PATHS", DEBUG)
 
+# Where script nodes run: "bwrap" (bubblewrap namespaces, an unprivileged uid, a read-only system; the
+# only choice a hosted server has) or "subprocess" (a plain child process of the server, honoured only
+# with DEBUG on, for a local single-user server without bubblewrap). See docs/operations.md.
+ATRIUM_SCRIPT_SANDBOX = os.environ.get("ATRIUM_SCRIPT_SANDBOX", "bwrap").strip().lower()
+if ATRIUM_SCRIPT_SANDBOX not in {"bwrap", "subprocess"}:
+    raise ImproperlyConfigured("ATRIUM_SCRIPT_SANDBOX must be bwrap or subprocess.")
+
 # Failed authentications per client address before it gets 429, and the window they count in.
 ATRIUM_AUTH_FAILURE_LIMIT = int(os.environ.get("ATRIUM_AUTH_FAILURE_LIMIT", "20"))
 ATRIUM_AUTH_FAILURE_WINDOW = int(os.environ.get("ATRIUM_AUTH_FAILURE_WINDOW", "300"))

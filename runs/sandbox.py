@@ -694,7 +694,10 @@ def _pid1(json_read: int, seconds: float = 10) -> int | None:
         if not chunk:
             return None
         data += chunk
-    pid = json.loads(data.split(b"\n", 1)[0]).get("child-pid")
+    try:
+        pid = json.loads(data.split(b"\n", 1)[0]).get("child-pid")
+    except (ValueError, AttributeError):
+        return None
     if not isinstance(pid, int):
         return None
     try:

@@ -59,6 +59,7 @@ import logging
 import math
 import os
 import re
+import resource
 import select
 import selectors
 import shutil
@@ -410,8 +411,6 @@ def _account_files(uid: int, home: Path) -> tuple[bytes, bytes]:
 def _prlimit_options(job: ScriptJob) -> list[str]:
     """prlimit options; a hard limit is never asked above the current one, which only CAP_SYS_RESOURCE
     could raise. The sandbox inherits the server's limits."""
-    import resource
-
     memory = job.memory_mb * MIB
     cpu = job.cpu_limit
     wanted = [

@@ -74,6 +74,13 @@ if os.environ.get("NUM_PROXIES"):
     # than silently count every client as the load balancer.
     raise ImproperlyConfigured("NUM_PROXIES is replaced by ATRIUM_TRUSTED_PROXIES: list the proxies' addresses.")
 
+# Where script nodes run: "bwrap" (bubblewrap namespaces, an unprivileged uid, a read-only system; the
+# only choice a hosted server has) or "subprocess" (a plain child process of the server, honoured only
+# with DEBUG on, for a local single-user server without bubblewrap). See docs/operations.md.
+ATRIUM_SCRIPT_SANDBOX = os.environ.get("ATRIUM_SCRIPT_SANDBOX", "bwrap").strip().lower()
+if ATRIUM_SCRIPT_SANDBOX not in {"bwrap", "subprocess"}:
+    raise ImproperlyConfigured("ATRIUM_SCRIPT_SANDBOX must be bwrap or subprocess.")
+
 # Failed authentications (tokens, passwords, OAuth token requests) per client address before
 # it gets 429, and the window they count in.
 ATRIUM_AUTH_FAILURE_LIMIT = int(os.environ.get("ATRIUM_AUTH_FAILURE_LIMIT", "20"))

@@ -447,7 +447,7 @@ SKILL_MD_ERRORS = [
     ("---\nname: [unclosed\ndescription: x\n---\n", "not valid YAML"),
     ("---\n- a\n- list\n---\n", "must be a mapping"),
     ("---\nname: a\ndescription: " + "x" * (64 * 1024) + "\n---\n", "larger than 64 KB"),
-    ("---\nname: &n aliased\ndescription: *n\n---\n", "uses YAML aliases"),
+    ("---\nname: &n aliased\ndescription: *n\n---\n", "YAML anchors and aliases are not allowed"),
     ("---\nname: a\ndescription: b\nallowed-tools: 7\n---\n", "allowed_tools must be"),
     ("---\nname: a\ndescription: b\nmetadata: [x]\n---\n", "metadata must be an object"),
     ("---\nname: a\ndescription: b\nlicense: 3\n---\n", "license must be text"),

@@ -30,4 +30,4 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
 worker: $(VENV)/.installed
-	$(BIN)/celery -A config worker --beat --loglevel INFO
+	ATRIUM_STATEMENT_TIMEOUT_MS=600000 $(BIN)/celery -A config worker --beat --loglevel INFO

@@ -18,8 +18,6 @@ import sys
 import unicodedata
 from typing import Any
 
-import yaml
-
 import safeyaml
 from accounts.errors import InvalidInput
 from elements.types import MAX_DESCRIPTION_LENGTH, MAX_FRONTMATTER_BYTES
@@ -436,21 +434,11 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-class _BlockStyleDumper(yaml.SafeDumper):
-    """Writes multi-line strings as `|` blocks, so instructions in frontmatter stay readable."""
-
-
-def _represent_text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    # PyYAML falls back to a quoted style by itself when a block cannot hold the text exactly.
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
-
-
-_BlockStyleDumper.add_representer(str, _represent_text)
-
-
 def _dump_yaml(data: dict[str, Any]) -> str:
-    # No line width: a folded description would be valid YAML but awkward for people to edit.
-    return yaml.dump(data, Dumper=_BlockStyleDumper, sort_keys=False, allow_unicode=True, width=sys.maxsize)
+    # Multi-line strings as `|` blocks, so instructions in frontmatter stay readable; no line width:
+    # a folded description would be valid YAML but awkward for people to edit.
+    return safeyaml.dump(data, string_style=lambda value: "|" if "\n" in value else None, sort_keys=False,
+                         width=sys.maxsize)
 
 
 def _required_text(fields: dict[str, Any], key: str, where: str) -> str:

@@ -1,4 +1,5 @@
-"""YAML from users, read with its size bounded before anything is built from it.
+"""YAML from users, read with its size bounded before anything is built from it; and YAML written
+for people (exports, skill files) that reads back to the same values.
 
 Every YAML parse of user input in Atrium goes through `load`. The event stream is walked first,
 without recursion, counting what the document would expand to: nesting depth, values (with every
@@ -15,7 +16,9 @@ repeated key keeps its last value); `WORKFLOW` is YAML 1.2 as workflows have alw
 
 from __future__ import annotations
 
+import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -30,9 +33,10 @@ from ruamel.yaml.events import (
 )
 from ruamel.yaml.nodes import MappingNode, ScalarNode
 from ruamel.yaml.reader import ReaderError
+from ruamel.yaml.representer import SafeRepresenter
 from ruamel.yaml.resolver import VersionedResolver
 
-__all__ = ["CORE", "WORKFLOW", "Bounds", "InvalidYAML", "Schema", "load"]
+__all__ = ["CORE", "WORKFLOW", "Bounds", "InvalidYAML", "Schema", "dump", "load"]
 
 _CORE_TAG = "tag:yaml.org,2002:"
 _SAFE_VALUES = "only strings, numbers, booleans, null, lists and mappings are"
@@ -211,3 +215,34 @@ def load(text: str, *, schema: Schema, bounds: Bounds) -> Any:
         raise InvalidYAML(str(exc), unsafe=False) from exc
     except ValueError as exc:  # Python refuses to convert integers of more than 4300 digits
         raise InvalidYAML(str(exc), unsafe=False) from exc
+
+
+# Carriage returns and the line breaks YAML knows besides \n: any style but double quotes, which
+# escapes them, would read back as plain newlines.
+_BREAKS_ONLY_QUOTES_KEEP = re.compile("[\r\x85\u2028\u2029]")
+
+
+def dump(data: Any, *, string_style: Callable[[str], str | None], sort_keys: bool, width: int = 80) -> str:
+    """Block-style YAML of `data` (no anchors: a value used twice is written twice), each string in
+    the style `string_style` picks for it ("|", "'", '"' or None for plain). Text with a carriage
+    return or a Unicode line break is always double-quoted; otherwise the emitter falls back to a
+    quoted style by itself where the one picked would not keep the text exactly."""
+
+    class _Representer(SafeRepresenter):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+        def represent_str(self, data: str) -> ScalarNode:
+            style = '"' if _BREAKS_ONLY_QUOTES_KEEP.search(data) else string_style(data)
+            return self.represent_scalar(_CORE_TAG + "str", data, style=style)
+
+    _Representer.add_representer(str, _Representer.represent_str)
+    yaml = YAML(typ="safe", pure=True)
+    yaml.Representer = _Representer
+    yaml.default_flow_style = False
+    yaml.allow_unicode = True
+    yaml.sort_base_mapping_type_on_output = sort_keys
+    yaml.width = width
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()

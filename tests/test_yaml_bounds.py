@@ -5,6 +5,7 @@ endpoint that reads workflow YAML, and from element imports."""
 import pytest
 
 from accounts.errors import InvalidInput
+from elements import portfolio
 from elements.validation import safe_yaml_load
 from tests.conftest import Api
 from tests.test_workflow_tools import Roscoe
@@ -88,3 +89,15 @@ def test_element_yaml_with_aliases_allowed_is_still_bounded():
         safe_yaml_load("name: x\n" + alias_bomb(8), allow_aliases=True)
 
     assert refused.value.code == "unsafe_yaml"
+
+
+TRICKY_TEXT = ["trail \nnext", "a\r\nb", "a\rb", " lead\nx", "x\n\n\n", "\n", "é\u2028b", "\u0085", "010", "1e5",
+               "yes", "null", "", "- x\ny", "#c\nd", "a: b\nc", "x" * 200 + "\ny " * 3, "end\n "]
+
+
+@pytest.mark.parametrize("text", TRICKY_TEXT)
+def test_element_exports_read_back_to_the_same_text(text):
+    data = {"k": text, "l": [text], "m": {"n": text}}
+
+    assert safe_yaml_load(portfolio.yaml_dump(data)) == data
+

@@ -11,7 +11,7 @@ import pytest
 
 from elements.models import Element
 from runs.models import Run
-from tests.conftest import ACCEPT, Api, McpClient
+from tests.conftest import Api, McpClient
 from tests.test_workflow_tools import Roscoe
 from workflows.models import Workflow
 
@@ -178,7 +178,3 @@ def test_mcp_refuses_a_body_past_the_size_limit(alice, settings):
     assert response.status_code == 413
     assert response.json()["error"] == {"code": -32600, "message": f"Request body too large: {len(text):,} bytes; "
                                                                    "the limit is 10,000."}
-
-
-def test_the_accept_header_constant_is_what_clients_send():
-    assert "application/json" in ACCEPT

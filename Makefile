@@ -30,4 +30,4 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
 worker: $(VENV)/.installed
-	ATRIUM_STATEMENT_TIMEOUT_MS=600000 $(BIN)/celery -A config worker --beat --loglevel INFO
+	$(BIN)/celery -A config worker --beat --loglevel INFO

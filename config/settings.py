@@ -142,10 +142,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 
 # A statement from a web request that runs longer than this is cancelled, so one slow query
-# cannot hold a web thread (and its connection) indefinitely. Workers, which run long syncs and
-# imports, are started with a larger ATRIUM_STATEMENT_TIMEOUT_MS (0: none). A database that is
-# down fails a request within ATRIUM_DATABASE_CONNECT_TIMEOUT seconds instead of hanging it.
+# cannot hold a web thread (and its connection) indefinitely; 0 means no limit. Celery workers,
+# which run long syncs and imports, set ATRIUM_WORKER_STATEMENT_TIMEOUT_MS on their connections
+# instead (config/celery.py). A database that is down fails a request within
+# ATRIUM_DATABASE_CONNECT_TIMEOUT seconds instead of hanging it.
 ATRIUM_STATEMENT_TIMEOUT_MS = int(os.environ.get("ATRIUM_STATEMENT_TIMEOUT_MS", "15000"))
+ATRIUM_WORKER_STATEMENT_TIMEOUT_MS = int(os.environ.get("ATRIUM_WORKER_STATEMENT_TIMEOUT_MS", "600000"))
 ATRIUM_DATABASE_CONNECT_TIMEOUT = int(os.environ.get("ATRIUM_DATABASE_CONNECT_TIMEOUT", "3"))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     _options = DATABASES["default"].setdefault("OPTIONS", {})

@@ -119,7 +119,6 @@ _WorkflowConstructor.add_constructor(_CORE_TAG + "timestamp", SafeConstructor.co
 
 @dataclass(frozen=True)
 class Schema:
-    name: str
     resolver: type
     constructor: type
     duplicate_keys: bool
@@ -129,8 +128,8 @@ class Schema:
     pure: bool
 
 
-CORE = Schema("core", _CoreResolver, _CoreConstructor, duplicate_keys=True, pure=False)
-WORKFLOW = Schema("workflow", VersionedResolver, _WorkflowConstructor, duplicate_keys=False, pure=True)
+CORE = Schema(_CoreResolver, _CoreConstructor, duplicate_keys=True, pure=False)
+WORKFLOW = Schema(VersionedResolver, _WorkflowConstructor, duplicate_keys=False, pure=True)
 
 
 def _yaml(schema: Schema) -> YAML:
@@ -197,9 +196,8 @@ def _check_events(yaml: YAML, text: str, bounds: Bounds) -> None:
 
 def load(text: str, *, schema: Schema, bounds: Bounds) -> Any:
     """The value of the single YAML document in `text`, or InvalidYAML saying what is wrong."""
-    yaml = _yaml(schema)
     try:
-        _check_events(yaml, text, bounds)
+        _check_events(_yaml(schema), text, bounds)
         return _yaml(schema).load(text)
     except ReaderError as exc:
         character = exc.character if isinstance(exc.character, int) else ord(exc.character or "\0")

@@ -16,14 +16,22 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
 from elements_bench import database_for, summary
 from harness import BASE_DIR, manage
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-EVAL = yaml.safe_load((BASE_DIR / "tests" / "fixtures" / "docs_eval.yaml").read_text())
 sys.path.insert(0, str(BASE_DIR))
+
+
+def evaluation_set() -> list[dict]:
+    import safeyaml
+
+    return safeyaml.load((BASE_DIR / "tests" / "fixtures" / "docs_eval.yaml").read_text(), schema=safeyaml.CORE,
+                         bounds=safeyaml.Bounds())
+
+
+EVAL = evaluation_set()
 
 
 def expected_markdown(question: dict) -> str:

@@ -125,6 +125,11 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
 ]
 
+# The largest request body any endpoint reads (Django refuses a larger one); /mcp answers a
+# JSON-RPC error for it. An element import of 4 MB, escaped into a JSON string, fits.
+ATRIUM_MAX_REQUEST_BYTES = int(os.environ.get("ATRIUM_MAX_REQUEST_BYTES", str(10 * 1024 * 1024)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = ATRIUM_MAX_REQUEST_BYTES
+
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
@@ -163,6 +168,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # one per test process, so two test runs never share one.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 
+# A statement from a web request that runs longer than this is cancelled, so one slow query
+# cannot hold a web thread (and its connection) indefinitely; 0 means no limit. Celery workers,
+# which run long syncs and imports, set ATRIUM_WORKER_STATEMENT_TIMEOUT_MS on their connections
+# instead (config/celery.py). A database that is down fails a request within
+# ATRIUM_DATABASE_CONNECT_TIMEOUT seconds instead of hanging it.
+ATRIUM_STATEMENT_TIMEOUT_MS = int(os.environ.get("ATRIUM_STATEMENT_TIMEOUT_MS", "15000"))
+ATRIUM_WORKER_STATEMENT_TIMEOUT_MS = int(os.environ.get("ATRIUM_WORKER_STATEMENT_TIMEOUT_MS", "600000"))
+ATRIUM_DATABASE_CONNECT_TIMEOUT = int(os.environ.get("ATRIUM_DATABASE_CONNECT_TIMEOUT", "3"))
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options.setdefault("connect_timeout", ATRIUM_DATABASE_CONNECT_TIMEOUT)
+    _options["options"] = " ".join(filter(None, [_options.get("options", ""),
+                                                 f"-c statement_timeout={ATRIUM_STATEMENT_TIMEOUT_MS}"]))
+
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
     # Every ASGI request runs in a fresh thread, so per-thread persistent connections are never
     # reused; a process-wide pool saves a connection handshake on every request.
@@ -170,7 +189,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": int(os.environ.get("DATABASE_POOL_MIN", "2")),
         "max_size": int(os.environ.get("DATABASE_POOL_MAX", "20")),
-        "timeout": 10,
+        # How long a request waits for a connection: a pool that cannot connect fails it here.
+        "timeout": ATRIUM_DATABASE_CONNECT_TIMEOUT,
     }
 
 CACHE_URL = os.environ.get("CACHE_URL", "")
@@ -261,6 +281,11 @@ REST_FRAMEWORK = {
     # DRF throttles would read X-Forwarded-For from anyone; none is used, and any added must key
     # on accounts.ratelimit.client_address. Zero makes DRF's own reading ignore the header.
     "NUM_PROXIES": 0,
+    "DEFAULT_PARSER_CLASSES": [
+        "accounts.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 
 SPECTACULAR_SETTINGS = {

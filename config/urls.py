@@ -6,6 +6,7 @@ from oauth2_provider import views as oauth2_views
 from accounts import oauth
 from accounts.endpoint import McpEndpoint
 from config import views
+from runs.urls import alias_urlpatterns as run_alias_urlpatterns
 from workflows.urls import project_urlpatterns
 
 urlpatterns = [
@@ -13,7 +14,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("mcp", McpEndpoint.as_view(), name="mcp"),
     path("admin/", admin.site.urls),
-    path("runs/", include("runs.urls")),
+    path("open/runs/", include("runs.urls")),
+    path("runs/", include(run_alias_urlpatterns)),
     path("docs/", include("docs_kb.urls")),
     path("accounts/", include("allauth.urls")),
     path("api/", include("accounts.urls")),

@@ -217,7 +217,8 @@ def _answer(*, caller: Caller, scope: Scope, step: dict[str, Any], mocks: Mocks)
                                  nodeId=step["nodeId"], nodeType=step["nodeType"])
     payload = build(step, mocks)
     try:
-        engine.run_answer(caller=caller, scope=scope, run_id=step["runId"], tool=handler.tool, payload=payload)
+        engine.run_answer(caller=caller, scope=scope, run_id=step["runId"], tool=handler.tool, payload=payload,
+                          step_id=step["stepId"])
     except DomainError as exc:
         raise WorkflowTestFailed("runner_error", f"The mock for {step['nodeId']!r} was refused: {exc.message}",
                                  nodeId=step["nodeId"], nodeType=step["nodeType"]) from exc

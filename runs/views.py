@@ -139,8 +139,9 @@ def run_state(request: HttpRequest, run_id: str) -> JsonResponse:
 @login_required
 @require_POST
 def run_resume(request: HttpRequest, run_id: str) -> HttpResponse:
-    """A person's choice at a human step. The form may sit on an ancestor's page (a parent shows
-    its waiting child's step), so it names the page to go back to."""
+    """A person's choice at a human step. The form names the step it showed, so a page left open
+    on an answered step cannot answer the next one; it may sit on an ancestor's page (a parent
+    shows its waiting child's step), so it also names the page to go back to."""
     run = selectors.run_owned(request.user, run_id)
     if run is None:
         return _not_found(request)
@@ -148,7 +149,7 @@ def run_resume(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
         engine.run_answer(caller=Caller.trusted(request.user, via="web"),
                           scope=Scope(owner=run.owner, project=run.project), run_id=run.pk, tool="resume_run",
-                          payload={"transition": choice})
+                          payload={"transition": choice}, step_id=request.POST.get("step_id") or None)
     except DomainError as exc:
         messages.error(request, exc.message)
     else:

@@ -33,7 +33,7 @@ from accounts.errors import DomainError, NotFound
 from accounts.services import audit_record
 from runs import costs
 from runs.models import NodeRun, Run, ScriptSettings, StepShown
-from runs.nodes import HANDLERS, AnswerRejected, Ctx, Step
+from runs.nodes import HANDLERS, AnswerRejected, Ctx, Step, node_types_check
 from workflows import expressions
 from workflows.models import Workflow, WorkflowRevision
 from workflows.scoping import Scope
@@ -321,6 +321,43 @@ def _scripts_allowed(run: Run) -> bool:
     return site is None or site.scripts_enabled
 
 
+def _run_condition(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
+    _condition(run, node_run, node)
+    return "again", None
+
+
+def _run_end(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
+    _end(run, node_run, node)
+    return "again", None
+
+
+def _run_subworkflow(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
+    child = _subworkflow(run, node_run, node)
+    return ("child", child.pk) if child is not None else ("again", None)
+
+
+def _run_script(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
+    if not _scripts_allowed(run):
+        node_complete(node_run, status=NodeRun.Status.FAILED, error="Script nodes are turned off.")
+        run_fail(run, f"Script node {node_run.node_id!r} cannot run: script nodes are turned off for this account "
+                      "or site.", stop_reason="scripts_disabled")
+        return "stop", None
+    return "script", node_run.pk
+
+
+def _run_pausing(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
+    _pause(run, node_run, node)
+    return "again", None
+
+
+# Node type -> what entering it does, under the run's lock: the types the engine runs itself, then
+# every type that hands a step back (runs.nodes.HANDLERS). With the definition's NODE_TYPES (what
+# validates) they must name the same types; runs.nodes checks it when the engine loads.
+RUNNERS: dict[str, Any] = {"condition": _run_condition, "end": _run_end, "subworkflow": _run_subworkflow,
+                           "script": _run_script, **{name: _run_pausing for name in HANDLERS}}
+node_types_check(RUNNERS)
+
+
 def _step_once(run_id: str) -> tuple[str, Any]:
     """Advance one node under the lock. Returns what to do next outside it:
     ("stop", None), ("again", None), ("script", node_run_id) or ("child", child_run_id)."""
@@ -333,25 +370,7 @@ def _step_once(run_id: str) -> tuple[str, Any]:
         node_run = _enter(run, node_id)
         if node_run is None:
             return "stop", None
-        kind = node["type"]
-        if kind == "condition":
-            _condition(run, node_run, node)
-        elif kind == "end":
-            _end(run, node_run, node)
-        elif kind == "subworkflow":
-            child = _subworkflow(run, node_run, node)
-            if child is not None:
-                return "child", child.pk
-        elif kind == "script":
-            if not _scripts_allowed(run):
-                node_complete(node_run, status=NodeRun.Status.FAILED, error="Script nodes are turned off.")
-                run_fail(run, f"Script node {node_id!r} cannot run: script nodes are turned off for this account "
-                           "or site.", stop_reason="scripts_disabled")
-                return "stop", None
-            return "script", node_run.pk
-        else:
-            _pause(run, node_run, node)
-        return "again", None
+        return RUNNERS[node["type"]](run, node_run, node)
 
 
 def drive(run_id: str, *, inline_scripts: bool = False) -> None:

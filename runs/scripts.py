@@ -74,7 +74,7 @@ def _lease_for(seconds: float) -> datetime:
 
 # --- claiming --------------------------------------------------------------------------------------
 
-def _claim(node_run_id: int) -> tuple[NodeRun, sandbox.ScriptJob] | None:
+def script_claim(node_run_id: int) -> tuple[NodeRun, sandbox.ScriptJob] | None:
     """Take the script's lease and one of its owner's slots; None when the script is not to run
     here: it ended, someone else holds it, or the owner has no free slot (then it is left unsent,
     to be sent again when one of the owner's scripts ends)."""
@@ -144,7 +144,7 @@ def _result_apply(node_run_id: int, result: sandbox.ScriptResult) -> bool:
 def script_execute(node_run_id: int) -> bool:
     """Run the script here and apply its result; True when it was applied and the run may go on."""
     NodeRun.objects.filter(pk=node_run_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now())
-    claimed = _claim(node_run_id)
+    claimed = script_claim(node_run_id)
     if claimed is None:
         return False
     node_run, job = claimed
@@ -212,7 +212,7 @@ def _in_background(node_run_id: int, job: sandbox.ScriptJob, supervision: Superv
 def _run_without_broker(node_run_id: int, deadline: float) -> bool:
     """Run the script on a thread and wait for it until the deadline; True when it ended in time
     and its result was applied here."""
-    claimed = _claim(node_run_id)
+    claimed = script_claim(node_run_id)
     if claimed is None:
         return False
     node_run, job = claimed

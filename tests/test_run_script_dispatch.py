@@ -91,7 +91,8 @@ def test_a_users_scripts_beyond_the_limit_wait_their_turn(settings):
 def lost_script(user, monkeypatch, *, failure_path: bool = False) -> NodeRun:
     """A run whose script a worker claimed and then never reported on, as when it is killed."""
     with monkeypatch.context() as patched:
-        patched.setattr(scripts, "script_dispatch", lambda node_run_id, *, deadline: not scripts._claim(node_run_id))
+        patched.setattr(scripts, "script_dispatch",
+                        lambda node_run_id, *, deadline: not scripts.script_claim(node_run_id))
         run = start(user, flow(0, failure_path=failure_path))
     return NodeRun.objects.get(run=run, node_id="work")
 

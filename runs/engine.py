@@ -186,7 +186,7 @@ def _follow(run: Run, node_run: NodeRun, event: str) -> None:
     target = _definition_node(run, node_run.node_id).get("transitions", {}).get(event)
     if target is None:
         run_fail(run, f"Node {node_run.node_id!r} ended with {event!r}, which has no transition.",
-              stop_reason="unhandled_event")
+                 stop_reason="unhandled_event")
         return
     run.current_node = target
     run.updated_at = timezone.now()
@@ -209,7 +209,7 @@ def _enter(run: Run, node_id: str) -> NodeRun | None:
     limit = node.get("maxIterations")
     if limit is not None and visits > limit:
         run_fail(run, f"Node {node_id!r} would run a {visits}th time; its maxIterations is {limit}.",
-              stop_reason="max_iterations_exceeded")
+                 stop_reason="max_iterations_exceeded")
         return None
     run.visits = {**run.visits, node_id: visits}
     _save(run)
@@ -341,6 +341,14 @@ def _run_script(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str,
         node_complete(node_run, status=NodeRun.Status.FAILED, error="Script nodes are turned off.")
         run_fail(run, f"Script node {node_run.node_id!r} cannot run: script nodes are turned off for this account "
                       "or site.", stop_reason="scripts_disabled")
+        return "stop", None
+    try:
+        # Rendered here, under the lock, so a template that does not evaluate fails the node now
+        # rather than in whichever worker claims it.
+        render_data(node.get("env") or {}, template_scope(run))
+    except (expressions.EvaluationError, expressions.ExpressionError, ValueError) as exc:
+        node_complete(node_run, status=NodeRun.Status.FAILED, error=str(exc))
+        run_fail(run, f"Node {node_run.node_id!r} could not start: {exc}")
         return "stop", None
     return "script", node_run.pk
 
@@ -529,15 +537,17 @@ def _not_waiting(detail: str) -> RunError:
 
 def _step_answered(run: Run, *, viewer: str, step_id: str | None, digest: str) -> NodeRun:
     """The paused NodeRun this answer is for, on the locked run, or a refusal."""
-    if run.is_terminal:
-        raise RunError(f"The run is already {run.status}.", code="run_terminal")
     node_run = paused_node(run) if run.status == Run.Status.PAUSED else None
     current = node_run.step_id if node_run is not None else None
     if step_id is not None:
+        # Checked first, even on a run that has ended: the loser of a race is told its step is
+        # gone, whatever the winning answer did to the run.
         if step_id != current:
-            raise _not_waiting(f"step {step_id} is no longer pending (another answer was applied, or the run "
-                               "moved on).")
+            moved = f"the run is {run.status}" if run.is_terminal else "another answer was applied, or the run moved on"
+            raise _not_waiting(f"step {step_id} is no longer pending ({moved}).")
         return node_run
+    if run.is_terminal:
+        raise RunError(f"The run is already {run.status}.", code="run_terminal")
     seen = StepShown.objects.select_for_update().filter(run=run, viewer=viewer).first()
     if seen is None or not seen.step_id:
         raise _not_waiting("no step of this run was shown to you since your last answer.")

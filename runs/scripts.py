@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -121,8 +122,9 @@ class Supervision:
         return Run.objects.filter(pk=self.run_id, status=Run.Status.CANCELLED).exists()
 
 
-def _result_apply(node_run_id: int, result: sandbox.ScriptResult) -> bool:
-    """Apply the script's result to its run; False when the run moved on meanwhile (a cancel, or
+def _result_apply(node_run_id: int, result: sandbox.ScriptResult | ValueError) -> bool:
+    """Apply the script's result (or the sandbox's refusal of its job: a bundled file's path that
+    escapes the directory, say) to its run; False when the run moved on meanwhile (a cancel, or
     the reaper declared the worker lost)."""
     with transaction.atomic():
         run_id = NodeRun.objects.values_list("run_id", flat=True).get(pk=node_run_id)
@@ -130,13 +132,22 @@ def _result_apply(node_run_id: int, result: sandbox.ScriptResult) -> bool:
         node_run = NodeRun.objects.select_for_update().get(pk=node_run_id)
         if node_run.status != NodeRun.Status.RUNNING or run.status != Run.Status.RUNNING:
             return False
-        output = result.output()
-        if result.succeeded:
-            engine.script_succeeded(run, node_run, output=output)
+        if isinstance(result, ValueError):
+            engine.script_failed(run, node_run, output=None, error=f"The script could not start: {result}",
+                                 stop_reason="script_failed")
+        elif result.succeeded:
+            engine.script_succeeded(run, node_run, output=result.output())
         else:
-            engine.script_failed(run, node_run, output=output, error=result.error() or "",
+            engine.script_failed(run, node_run, output=result.output(), error=result.error() or "",
                                  stop_reason="script_timeout" if result.timed_out else "script_failed")
         return True
+
+
+def _sandboxed(job: sandbox.ScriptJob, should_cancel: Callable[[], bool]) -> sandbox.ScriptResult | ValueError:
+    try:
+        return sandbox.script_run(job, should_cancel=should_cancel)
+    except ValueError as exc:  # the job itself is invalid; nothing ran
+        return exc
 
 
 # --- running ---------------------------------------------------------------------------------------
@@ -149,7 +160,7 @@ def script_execute(node_run_id: int) -> bool:
         return False
     node_run, job = claimed
     try:
-        result = sandbox.script_run(job, should_cancel=Supervision(node_run, job).cancelled)
+        result = _sandboxed(job, Supervision(node_run, job).cancelled)
         return _result_apply(node_run_id, result)
     finally:
         _send_next_queued(node_run.run.owner_id)
@@ -170,18 +181,18 @@ class _Handoff:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.handed_off = False
-        self.result: sandbox.ScriptResult | None = None
+        self.result: sandbox.ScriptResult | ValueError | None = None
         self.finished = threading.Event()
         self.cancel = threading.Event()
 
-    def finish(self, result: sandbox.ScriptResult) -> bool:
+    def finish(self, result: sandbox.ScriptResult | ValueError) -> bool:
         """The thread's script ended; True when the thread must apply the result itself."""
         with self.lock:
             self.result = result
             self.finished.set()
             return self.handed_off
 
-    def give_up(self) -> sandbox.ScriptResult | None:
+    def give_up(self) -> sandbox.ScriptResult | ValueError | None:
         """The request stops waiting; the result, when the script ended just in time."""
         with self.lock:
             self.handed_off = self.result is None
@@ -196,7 +207,7 @@ def _in_background(node_run_id: int, job: sandbox.ScriptJob, supervision: Superv
         def should_cancel() -> bool:
             return supervision.cancelled() if handoff.handed_off else handoff.cancel.is_set()
 
-        result = sandbox.script_run(job, should_cancel=should_cancel)
+        result = _sandboxed(job, should_cancel)
         if handoff.finish(result):
             run_id = NodeRun.objects.values_list("run_id", flat=True).get(pk=node_run_id)
             if _result_apply(node_run_id, result):

@@ -135,3 +135,29 @@ def test_a_lease_renewed_by_a_live_runner_is_not_reaped(alice, monkeypatch):
     assert scripts.scripts_reap(now=later - timedelta(seconds=1))["lost"] == 0
 
     assert Run.objects.get(pk=work.run_id).status == "running"
+
+
+def test_a_script_whose_env_does_not_evaluate_fails_at_once_instead_of_waiting_for_a_worker(alice):
+    config = ("name: Bad env\nstart: work\nnodes:\n  work: {type: script, script: 'true', env: {N: '{{ len(3) }}'}, "
+              "transitions: {success: done}}\n  done: {type: end}\n")
+
+    run = start(alice.user, config, "bad_env")
+
+    assert (run.status, run.stop_reason) == ("failed", "error")
+    assert "len() needs a string, list or object" in run.error
+    work = NodeRun.objects.get(run=run, node_id="work")
+    assert work.status == "failed" and work.lease_expires_at is None
+
+
+def test_a_job_the_sandbox_refuses_fails_the_node_instead_of_leaving_it_running(alice, monkeypatch):
+    def refuse(job, *, should_cancel=None):
+        raise ValueError("bundled file path escapes the workflow directory: ../x")
+
+    monkeypatch.setattr(scripts.sandbox, "script_run", refuse)
+
+    run = start(alice.user, flow(0, failure_path=True))
+
+    assert (run.status, run.current_node) == ("paused", "handle")
+    work = NodeRun.objects.get(run=run, node_id="work")
+    assert (work.status, work.event) == ("failed", "failure")
+    assert work.error == "The script could not start: bundled file path escapes the workflow directory: ../x"

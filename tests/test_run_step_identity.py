@@ -151,6 +151,12 @@ def test_a_step_id_that_is_not_the_pending_one_is_refused_before_the_tool_is_che
     assert session.refused("advance_run", run_id=run_id, response="late", step_id=step_two) == "not_waiting"
     assert session.refused("resume_run", run_id=run_id, transition="keep", step_id=step_two) == "not_waiting"
     assert Run.objects.get(pk=run_id).current_node == "ask"
+    asked = session.call("get_run_status", run_id=run_id)["pendingStep"]["stepId"]
+    assert session.call("resume_run", run_id=run_id, transition="keep", step_id=asked)["status"] == "completed"
+    # A second answer to the step that ended the run is told its step is gone, like any loser.
+    assert session.refused("resume_run", run_id=run_id, transition="keep", step_id=asked) == "not_waiting"
+    assert session.refused("resume_run", run_id=run_id, transition="keep") == "run_terminal"
+    assert turns(run_id, "ask") == ["keep"]
 
 
 def test_the_rest_api_takes_the_step_id_and_refuses_a_stale_one(alice_with_flows):

@@ -16,6 +16,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from tests.conftest import TEST_BROKER_URL
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 
 
@@ -111,12 +113,12 @@ def reachable(url: str) -> bool:
 @pytest.fixture
 def broker_url(monkeypatch) -> str:
     """The broker for tests that drive a real worker: CELERY_BROKER_URL, or where it is unset (CI's
-    SQLite pass) ATRIUM_TEST_BROKER_URL, by default the local Redis. This process sends to it too."""
+    SQLite pass) TEST_BROKER_URL, by default the local Redis. This process sends to it too."""
     from config.celery import app
 
-    url = settings.CELERY_BROKER_URL or os.environ.get("ATRIUM_TEST_BROKER_URL", "redis://127.0.0.1:6379/0")
+    url = settings.CELERY_BROKER_URL or TEST_BROKER_URL
     if not reachable(url):
         pytest.skip(f"no broker at {url}")
-    monkeypatch.setitem(app.conf, "broker_url", url)
+    assert app.conf.broker_url == url
     monkeypatch.setitem(app.conf, "task_always_eager", False)
     return url

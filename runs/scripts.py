@@ -322,7 +322,11 @@ def scripts_reap(*, now: datetime | None = None) -> dict[str, int]:
                 continue
             engine.script_failed(run, node_run, output=None, error=WORKER_LOST, stop_reason="worker_lost")
             lost += 1
-        engine.drive(run_id, inline_scripts=True)
+        try:
+            engine.drive(run_id, inline_scripts=True)
+        except Exception:
+            # One run that cannot go on must not keep the reaper from the others.
+            logger.exception("Run %s could not go on after its script's worker was lost", run_id)
     sent = 0
     unsent = NodeRun.objects.filter(node_type="script", status=NodeRun.Status.RUNNING, run__status=Run.Status.RUNNING,
                                     dispatched_at__isnull=True, lease_expires_at__isnull=True)

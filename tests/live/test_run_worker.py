@@ -76,6 +76,11 @@ def test_a_worker_runs_the_script_and_carries_the_run_to_its_next_pause(queue, t
     log = tmp_path / "worker.log"
     with worker(queue, log):
         run = start(user, seconds=0, timeout=60)
+        # The request waits a few seconds at most; a worker still starting up answers later.
+        deadline = time.monotonic() + 60
+        while (run := Run.objects.get(pk=run.pk)).status == "running":
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
     assert run.status == "paused", log.read_text()
     assert run.current_node == "review"
     work = NodeRun.objects.get(run=run, node_id="work")

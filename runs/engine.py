@@ -27,13 +27,13 @@ from django.db import transaction
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
-import runs.fanout  # noqa: F401  (registers the consensus, round_robin and map handlers)
 from accounts.caller import Caller
 from accounts.errors import DomainError, NotFound
 from accounts.services import audit_record
 from runs import costs
+from runs.handlers import HANDLERS, node_types_check
 from runs.models import NodeRun, Run, ScriptSettings, StepShown
-from runs.nodes import HANDLERS, AnswerRejected, Ctx, Step, node_types_check
+from runs.nodes import AnswerRejected, Ctx, Step
 from workflows import expressions
 from workflows.models import Workflow, WorkflowRevision
 from workflows.scoping import Scope
@@ -359,8 +359,8 @@ def _run_pausing(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str
 
 
 # Node type -> what entering it does, under the run's lock: the types the engine runs itself, then
-# every type that hands a step back (runs.nodes.HANDLERS). With the definition's NODE_TYPES (what
-# validates) they must name the same types; runs.nodes checks it when the engine loads.
+# every type that hands a step back (runs.handlers.HANDLERS). With the definition's NODE_TYPES (what
+# validates) they must name the same types, checked when the engine loads.
 RUNNERS: dict[str, Any] = {"condition": _run_condition, "end": _run_end, "subworkflow": _run_subworkflow,
                            "script": _run_script, **{name: _run_pausing for name in HANDLERS}}
 node_types_check(RUNNERS)

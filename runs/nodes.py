@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
-
 from accounts.errors import DomainError
 from runs.models import NodeRun, Run
 from workflows import expressions
@@ -129,17 +127,3 @@ class Human(Handler):
                                  f"{', '.join(ctx.node['transitions'])}.")
         ctx.record(prompt=ctx.state["prompt"], response=choice, phase="human", usage={"costUsd": 0})
         return Step(event=choice, output={"choice": choice})
-
-
-HANDLERS: dict[str, Handler] = {"ai_agent": AiAgent(), "ai_judge": AiJudge(), "human": Human()}
-
-
-def node_types_check(runners: dict[str, object]) -> None:
-    """Execution (the engine's runners, these handlers among them) and validation (the
-    definition's NODE_TYPES) must know the same node types: a type one of them lacks would pass
-    validation and then stop every run that reaches it, or run unvalidated."""
-    from workflows.definition import NODE_TYPES
-
-    if set(runners) != set(NODE_TYPES):
-        raise ImproperlyConfigured(f"Node types differ: the definition has {sorted(NODE_TYPES)}, the engine runs "
-                                   f"{sorted(runners)}.")

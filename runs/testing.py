@@ -30,8 +30,8 @@ from typing import Any
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from runs import engine
+from runs.handlers import HANDLERS
 from runs.models import Run
-from runs.nodes import HANDLERS
 from runs.selectors import pending_step, run_history
 from workflows.errors import DefinitionInvalid, WorkflowNotFound
 from workflows.models import Workflow
@@ -120,7 +120,7 @@ def _round_robin_answer(step: dict[str, Any], mocks: Mocks) -> dict[str, Any]:
     return {"verdicts": [_verdict(m, e) for m, e in zip(matchups, entries, strict=True)], "result": None}
 
 
-# The tool that answers a node (runs.nodes HANDLERS[type].tool) -> how mocks become its payload.
+# The tool that answers a node (runs.handlers HANDLERS[type].tool) -> how mocks become its payload.
 ANSWER_BUILDERS: dict[str, Callable[[dict[str, Any], Mocks], dict[str, Any]]] = {
     "advance_run": lambda step, mocks: {"response": _text(mocks.take(step, 1)[0]), "usage": None,
                                         "thinking": None},

@@ -20,6 +20,7 @@ from accounts.caller import Caller
 from accounts.errors import DomainError
 from runs import engine, selectors
 from runs.graph import Graph, NodeBox, layout
+from runs.handlers import HANDLERS
 from runs.models import Run
 from workflows.scoping import Scope
 
@@ -105,7 +106,8 @@ def _page_context(run: Run) -> dict[str, Any]:
         "step": step,
         "step_json": _json(step) if step else "",
         "awaiting": awaiting,
-        "human_step": step is not None and step["nodeType"] == "human",
+        # A person answers the steps resume_run answers; the MCP client answers every other.
+        "human_step": step is not None and HANDLERS[step["nodeType"]].tool == "resume_run",
         "costs": {"total": _usd(costs["totalCostUsd"]), "metered": _usd(costs["meteredCostUsd"]),
                   "subscription": _usd(costs["subscriptionEquivCostUsd"]), "billingMode": costs["billingMode"],
                   "inputTokens": costs["inputTokens"], "outputTokens": costs["outputTokens"]},

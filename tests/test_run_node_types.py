@@ -5,7 +5,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from runs import engine, testing
-from runs.nodes import HANDLERS, node_types_check
+from runs.handlers import HANDLERS, node_types_check
 from workflows.definition import NODE_TYPES
 
 

@@ -2,10 +2,12 @@
 ATRIUM_SCRIPT_WAIT_SECONDS, one user's scripts run a few at a time, a script holds a lease whose
 end fails the node as worker_lost, and a script the broker refused is sent again later."""
 
+import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from accounts.caller import Caller
@@ -161,3 +163,46 @@ def test_a_job_the_sandbox_refuses_fails_the_node_instead_of_leaving_it_running(
     work = NodeRun.objects.get(run=run, node_id="work")
     assert (work.status, work.event) == ("failed", "failure")
     assert work.error == "The script could not start: bundled file path escapes the workflow directory: ../x"
+
+
+def unclaimed_script(user, monkeypatch, workflow_id: str) -> NodeRun:
+    """A run waiting at a script that nobody has claimed yet."""
+    with monkeypatch.context() as patched:
+        patched.setattr(scripts, "script_dispatch", lambda node_run_id, *, deadline: False)
+        run = start(user, flow(0), workflow_id)
+    return NodeRun.objects.get(run=run, node_id="work")
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_of_racing_claims_on_a_users_last_slot_exactly_one_wins(settings, monkeypatch):
+    settings.ATRIUM_SCRIPT_CONCURRENCY_PER_USER = 1
+    user = make_member("alice").user
+    waiting = [unclaimed_script(user, monkeypatch, f"flow{index}") for index in range(8)]
+    go = threading.Barrier(len(waiting), timeout=30)
+    won: list[int] = []
+
+    def claim(node_run: NodeRun) -> None:
+        try:
+            go.wait()
+            if scripts.script_claim(node_run.pk) is not None:
+                won.append(node_run.pk)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim, args=(node_run,)) for node_run in waiting]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert len(won) == 1
+    leased = NodeRun.objects.filter(pk__in=[n.pk for n in waiting], lease_expires_at__isnull=False)
+    assert list(leased.values_list("pk", flat=True)) == won
+
+
+def test_the_reaper_is_scheduled(settings):
+    from config.celery import app
+
+    task = settings.CELERY_BEAT_SCHEDULE["reap-scripts"]["task"]
+
+    assert task == "runs.tasks.scripts_reap" and task in app.tasks

@@ -105,7 +105,7 @@ class Supervision:
     """What the runner of a script does while it runs: renew the lease, and say whether the run
     was cancelled (the sandbox then kills the script)."""
 
-    def __init__(self, node_run: NodeRun, job: sandbox.ScriptJob) -> None:
+    def __init__(self, node_run: NodeRun) -> None:
         self.node_run_id = node_run.pk
         self.run_id = node_run.run_id
         self.lease = node_run.lease_expires_at
@@ -160,7 +160,7 @@ def script_execute(node_run_id: int) -> bool:
         return False
     node_run, job = claimed
     try:
-        result = _sandboxed(job, Supervision(node_run, job).cancelled)
+        result = _sandboxed(job, Supervision(node_run).cancelled)
         return _result_apply(node_run_id, result)
     finally:
         _send_next_queued(node_run.run.owner_id)
@@ -227,7 +227,7 @@ def _run_without_broker(node_run_id: int, deadline: float) -> bool:
     if claimed is None:
         return False
     node_run, job = claimed
-    supervision = Supervision(node_run, job)
+    supervision = Supervision(node_run)
     handoff = _Handoff()
     thread = threading.Thread(target=_in_background, args=(node_run_id, job, supervision, handoff),
                               name=f"script-{node_run_id}", daemon=True)

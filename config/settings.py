@@ -348,7 +348,16 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-credentials": {"task": "accounts.tasks.purge_expired", "schedule": 3600.0},
+    "reap-scripts": {"task": "runs.tasks.scripts_reap", "schedule": 60.0},
 }
+
+# Script nodes: how long a web request waits for a script before answering with the run
+# `running` (a worker, or a thread without a broker, carries it on); how many of one user's
+# scripts run at once (the rest wait their turn); and how long past its timeout a script's worker
+# may stay silent before its node fails as `worker_lost`.
+ATRIUM_SCRIPT_WAIT_SECONDS = float(os.environ.get("ATRIUM_SCRIPT_WAIT_SECONDS", "10"))
+ATRIUM_SCRIPT_CONCURRENCY_PER_USER = int(os.environ.get("ATRIUM_SCRIPT_CONCURRENCY_PER_USER", "4"))
+ATRIUM_SCRIPT_LEASE_GRACE_SECONDS = float(os.environ.get("ATRIUM_SCRIPT_LEASE_GRACE_SECONDS", "60"))
 
 LOGGING = {
     "version": 1,

@@ -8,6 +8,7 @@ from accounts import oauth
 from accounts.endpoint import McpEndpoint
 from accounts.ratelimit import refuse_blocked_address
 from config import views
+from runs.urls import alias_urlpatterns as run_alias_urlpatterns
 from workflows.urls import project_urlpatterns
 
 urlpatterns = [
@@ -19,7 +20,8 @@ urlpatterns = [
     path("admin/login/", refuse_blocked_address(admin.site.login)),
     path("accounts/login/", refuse_blocked_address(allauth_views.login)),
     path("admin/", admin.site.urls),
-    path("runs/", include("runs.urls")),
+    path("open/runs/", include("runs.urls")),
+    path("runs/", include(run_alias_urlpatterns)),
     path("docs/", include("docs_kb.urls")),
     path("accounts/", include("allauth.urls")),
     path("api/", include("accounts.urls")),

@@ -53,7 +53,7 @@ class AdvanceResultSerializer(serializers.Serializer):
     runId = serializers.CharField()
     status = serializers.ChoiceField(choices=Run.Status.choices)
     url = serializers.URLField(help_text="The run's live page")
-    pendingStep = serializers.DictField(required=False, help_text="{runId, nodeId, nodeType, prompt, "
+    pendingStep = serializers.DictField(required=False, help_text="{runId, stepId, nodeId, nodeType, prompt, "
                                         "validTransitions, label?, transitions, agentCount?, model?, agents?, "
                                         "consensusPhase?, criterion?, matchups?, roundRobinPhase?, mapPhase?}")
     hostHint = serializers.CharField(required=False)
@@ -100,6 +100,13 @@ class HistorySerializer(serializers.Serializer):
     nodes = serializers.ListField(child=serializers.DictField(), help_text="[{id, nodeId, nodeType, status, "
                                   "startedAt, completedAt, durationMs, attempts, input, output, error, turns, "
                                   "children}]")
+
+
+def _shown(request: Request, run: Run, *, after_answer: bool = False) -> dict[str, Any]:
+    """The AdvanceResult, remembering the step it shows to this token."""
+    result = selectors.advance_result(run)
+    engine.steps_shown_record(caller=caller_from_request(request, via="api"), result=result, after_answer=after_answer)
+    return result
 
 
 # --- list and start ------------------------------------------------------------------------
@@ -151,12 +158,15 @@ class RunListStartView(RunsApiView):
                    summary="Start a workflow: it runs to its first AI or human step", operation_id="run_start")
     def post(self, request: Request) -> Response:
         params = validated(self.InputSerializer, request.data)
+        caller = caller_from_request(request, via="api")
         run = engine.run_start(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request, params),
+            caller=caller, scope=scope_of(request, params),
             workflow_id=params["workflow_id"], source=source_of(params.get("source")), context=params.get("context"),
             host=params.get("host"), caps=engine.Caps(usd=params.get("spending_cap_usd"),
                                                       tokens=params.get("spending_cap_tokens")))
-        return Response(selectors.start_result(run), status=status.HTTP_201_CREATED)
+        result = selectors.start_result(run)
+        engine.steps_shown_record(caller=caller, result=result)
+        return Response(result, status=status.HTTP_201_CREATED)
 
 
 # --- one run -------------------------------------------------------------------------------
@@ -167,7 +177,8 @@ class RunStatusView(RunsApiView):
     @extend_schema(parameters=[RUN_PARAM, ScopeParams], responses={200: AdvanceResultSerializer, **_errors(400, 404)},
                    summary="A run's status and its pending step", operation_id="run_status")
     def get(self, request: Request, run_id: str) -> Response:
-        return Response(selectors.advance_result(engine.run_get(scope=scope_of(request), run_id=run_id, kind=None)))
+        run = engine.run_get(scope=scope_of(request), run_id=run_id, kind=None)
+        return Response(_shown(request, run))
 
 
 class RunHistoryView(RunsApiView):
@@ -189,11 +200,22 @@ class RunCancelView(RunsApiView):
                    operation_id="run_cancel")
     def post(self, request: Request, run_id: str) -> Response:
         params = validated(ScopeParams, request.data)
-        return Response(selectors.advance_result(engine.run_cancel(caller=caller_from_request(request, via="api"),
-                                                                      scope=scope_of(request, params), run_id=run_id)))
+        run = engine.run_cancel(caller=caller_from_request(request, via="api"), scope=scope_of(request, params),
+                                run_id=run_id)
+        return Response(_shown(request, run))
 
 
 # --- answers: one endpoint per answering tool, each posting that tool's payload -------------
+
+class AnswerParams(ScopeParams):
+    class Meta:
+        ref_name = "RunAnswerParams"
+
+    step_id = serializers.CharField(required=False, allow_null=True,
+                                    help_text="The pendingStep's stepId: the answer applies to that step only, else "
+                                              "not_waiting. Left out, it applies only to the step last shown to "
+                                              "this token, and never twice")
+
 
 class RawSerializer(serializers.Serializer):
     class Meta:
@@ -204,7 +226,7 @@ class RawSerializer(serializers.Serializer):
     thinking = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
 
 
-class AdvanceInput(ScopeParams):
+class AdvanceInput(AnswerParams):
     class Meta:
         ref_name = "RunAdvanceInput"
 
@@ -217,21 +239,21 @@ class AdvanceInput(ScopeParams):
     thinking = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
 
 
-class ResumeInput(ScopeParams):
+class ResumeInput(AnswerParams):
     class Meta:
         ref_name = "RunResumeInput"
 
     transition = serializers.CharField(help_text="The person's choice, one of validTransitions")
 
 
-class ResultsInput(ScopeParams):
+class ResultsInput(AnswerParams):
     class Meta:
         ref_name = "RunResultsInput"
 
     results = RawSerializer(many=True, allow_empty=False, help_text="One {raw} per agent, in agents[] order")
 
 
-class RoundRobinInput(ScopeParams):
+class RoundRobinInput(AnswerParams):
     class Meta:
         ref_name = "RunRoundRobinInput"
 
@@ -246,18 +268,18 @@ class RunAnswerView(RunsApiView):
 
     required_scope = {"POST": EXECUTE}
     tool: str
-    InputSerializer: type[ScopeParams]
+    InputSerializer: type[AnswerParams]
 
     def post(self, request: Request, run_id: str) -> Response:
         params = validated(self.InputSerializer, request.data)
-        fields = [name for name in self.InputSerializer().fields if name not in ("cwd", "global")]
+        fields = [name for name in self.InputSerializer().fields if name not in ("cwd", "global", "step_id")]
         payload = {name: params.get(name) for name in fields}
         run = engine.run_answer(caller=caller_from_request(request, via="api"), scope=scope_of(request, params),
-                                run_id=run_id, tool=self.tool, payload=payload)
-        return Response(selectors.advance_result(run))
+                                run_id=run_id, tool=self.tool, payload=payload, step_id=params.get("step_id"))
+        return Response(_shown(request, run, after_answer=True))
 
 
-def _answer_schema(input_serializer: type[ScopeParams], summary: str, operation_id: str) -> Any:
+def _answer_schema(input_serializer: type[AnswerParams], summary: str, operation_id: str) -> Any:
     return extend_schema_view(post=extend_schema(
         parameters=[RUN_PARAM, ScopeParams], request=input_serializer,
         responses={200: AdvanceResultSerializer, **_errors(400, 404)}, summary=summary, operation_id=operation_id))

@@ -5,8 +5,9 @@ and the run pauses at the first node that needs an answer (runs.nodes). `run_ans
 an answer under the run's row lock, then drives on. Every transition is committed before the
 next node starts, so a run survives a restart at any point.
 
-Script nodes run in a separate process (runs.sandbox) on a Celery worker when a broker is set,
-else inline in a subprocess; the web request waits for the script up to its timeout.
+Script nodes run in a separate process (runs.sandbox), handed to a Celery worker when a broker is
+set, else to a thread of this process (runs.scripts); a web request waits for scripts at most
+ATRIUM_SCRIPT_WAIT_SECONDS, then answers with the run `running`.
 
 Who answers a paused node is not the engine's business: today a host through the MCP tools or a
 person on the run page; later an operator's model backend for runs started by triggers.
@@ -14,6 +15,9 @@ person on the run page; later an operator's model backend for runs started by tr
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -23,13 +27,13 @@ from django.db import transaction
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
-import runs.fanout  # noqa: F401  (registers the consensus, round_robin and map handlers)
 from accounts.caller import Caller
 from accounts.errors import DomainError, NotFound
 from accounts.services import audit_record
 from runs import costs
-from runs.models import NodeRun, Run, ScriptSettings
-from runs.nodes import HANDLERS, AnswerRejected, Ctx, Step
+from runs.handlers import HANDLERS, node_types_check
+from runs.models import NodeRun, Run, ScriptSettings, StepShown
+from runs.nodes import AnswerRejected, Ctx, Step
 from workflows import expressions
 from workflows.models import Workflow, WorkflowRevision
 from workflows.scoping import Scope
@@ -73,7 +77,8 @@ def _save(run: Run) -> None:
     run.save(update_fields=RUN_PROGRESS)
 
 
-def _locked(run_id: str) -> Run:
+def run_locked(run_id: str) -> Run:
+    """The run, under its row lock: call inside transaction.atomic()."""
     return Run.objects.select_for_update(of=("self",)).select_related("project").get(pk=run_id)
 
 
@@ -162,11 +167,11 @@ def _finish(run: Run, status: str, *, stop_reason: str = "", error: str = "", ou
     _save(run)
 
 
-def _fail(run: Run, error: str, *, stop_reason: str = "error") -> None:
+def run_fail(run: Run, error: str, *, stop_reason: str = "error") -> None:
     _finish(run, Run.Status.FAILED, stop_reason=stop_reason, error=error)
 
 
-def _complete_node(node_run: NodeRun, *, status: str, output: Any = None, error: str = "", event: str = "") -> None:
+def node_complete(node_run: NodeRun, *, status: str, output: Any = None, error: str = "", event: str = "") -> None:
     node_run.status = status
     node_run.output = output
     node_run.error = error
@@ -180,19 +185,19 @@ def _follow(run: Run, node_run: NodeRun, event: str) -> None:
     """Move the run along the node's transition for `event`, or fail it when there is none."""
     target = _definition_node(run, node_run.node_id).get("transitions", {}).get(event)
     if target is None:
-        _fail(run, f"Node {node_run.node_id!r} ended with {event!r}, which has no transition.",
-              stop_reason="unhandled_event")
+        run_fail(run, f"Node {node_run.node_id!r} ended with {event!r}, which has no transition.",
+                 stop_reason="unhandled_event")
         return
     run.current_node = target
     run.updated_at = timezone.now()
     _save(run)
 
 
-def _decide(run: Run, node_run: NodeRun, step: Step) -> None:
+def node_decide(run: Run, node_run: NodeRun, step: Step) -> None:
     """A node is decided: store its output where templates find it, then follow its event."""
     status = NodeRun.Status.FAILED if step.event in ("failure", "failed", "no_consensus") else \
         NodeRun.Status.COMPLETED
-    _complete_node(node_run, status=status, output=step.output, event=step.event or "")
+    node_complete(node_run, status=status, output=step.output, event=step.event or "")
     run.outputs = {**run.outputs, node_run.node_id: step.output}
     _follow(run, node_run, step.event or "")
 
@@ -203,8 +208,8 @@ def _enter(run: Run, node_id: str) -> NodeRun | None:
     visits = run.visits.get(node_id, 0) + 1
     limit = node.get("maxIterations")
     if limit is not None and visits > limit:
-        _fail(run, f"Node {node_id!r} would run a {visits}th time; its maxIterations is {limit}.",
-              stop_reason="max_iterations_exceeded")
+        run_fail(run, f"Node {node_id!r} would run a {visits}th time; its maxIterations is {limit}.",
+                 stop_reason="max_iterations_exceeded")
         return None
     run.visits = {**run.visits, node_id: visits}
     _save(run)
@@ -214,24 +219,24 @@ def _enter(run: Run, node_id: str) -> NodeRun | None:
                                   status=NodeRun.Status.RUNNING, attempts=visits)
 
 
-def _scope(run: Run) -> dict[str, Any]:
+def template_scope(run: Run) -> dict[str, Any]:
     return {**run.outputs, "context": run.context}
 
 
 def _condition(run: Run, node_run: NodeRun, node: dict[str, Any]) -> None:
     try:
-        value = bool(expressions.evaluate(expressions.parse(node["if"]), _scope(run)))
+        value = bool(expressions.evaluate(expressions.parse(node["if"]), template_scope(run)))
     except expressions.EvaluationError as exc:
-        _complete_node(node_run, status=NodeRun.Status.FAILED, error=str(exc))
-        _fail(run, f"Condition {node_run.node_id!r} could not be evaluated: {exc}")
+        node_complete(node_run, status=NodeRun.Status.FAILED, error=str(exc))
+        run_fail(run, f"Condition {node_run.node_id!r} could not be evaluated: {exc}")
         return
     node_run.input = {"if": node["if"]}
-    _decide(run, node_run, Step(event="true" if value else "false", output={"value": value}))
+    node_decide(run, node_run, Step(event="true" if value else "false", output={"value": value}))
 
 
 def _end(run: Run, node_run: NodeRun, node: dict[str, Any]) -> None:
-    output = _render_data(node.get("output"), _scope(run)) if "output" in node else None
-    _complete_node(node_run, status=NodeRun.Status.COMPLETED, output=output)
+    output = render_data(node.get("output"), template_scope(run)) if "output" in node else None
+    node_complete(node_run, status=NodeRun.Status.COMPLETED, output=output)
     run.outputs = {**run.outputs, node_run.node_id: output}
     if node.get("status") == "failed":
         _finish(run, Run.Status.FAILED, stop_reason="failed_end", error=f"The run ended at {node_run.node_id!r}.",
@@ -240,13 +245,13 @@ def _end(run: Run, node_run: NodeRun, node: dict[str, Any]) -> None:
         _finish(run, Run.Status.COMPLETED, output=output)
 
 
-def _render_data(value: Any, scope: dict[str, Any]) -> Any:
+def render_data(value: Any, scope: dict[str, Any]) -> Any:
     if isinstance(value, str):
         return expressions.template_value(value, scope)
     if isinstance(value, dict):
-        return {k: _render_data(v, scope) for k, v in value.items()}
+        return {k: render_data(v, scope) for k, v in value.items()}
     if isinstance(value, list):
-        return [_render_data(v, scope) for v in value]
+        return [render_data(v, scope) for v in value]
     return value
 
 
@@ -258,13 +263,14 @@ def _pause(run: Run, node_run: NodeRun, node: dict[str, Any]) -> bool:
     try:
         step = handler.enter(ctx)
     except (AnswerRejected, expressions.EvaluationError, ValueError) as exc:
-        _complete_node(node_run, status=NodeRun.Status.FAILED, error=str(exc))
-        _fail(run, f"Node {node_run.node_id!r} could not start: {exc}")
+        node_complete(node_run, status=NodeRun.Status.FAILED, error=str(exc))
+        run_fail(run, f"Node {node_run.node_id!r} could not start: {exc}")
         return False
     if step is not None:
-        _decide(run, node_run, step)
+        node_decide(run, node_run, step)
         return False
     node_run.status = NodeRun.Status.PAUSED
+    node_run.step += 1
     node_run.input = handler.pending(ctx)
     node_run.save()
     run.status = Run.Status.PAUSED
@@ -278,14 +284,14 @@ def _subworkflow(run: Run, node_run: NodeRun, node: dict[str, Any]) -> Run | Non
     scope = Scope(owner=run.owner, project=run.project)
     try:
         child_workflow = workflow_find(scope=scope, workflow_id=node["workflow"])
-        context = _render_data(node.get("context", {}), _scope(run))
+        context = render_data(node.get("context", {}), template_scope(run))
         child = run_create(caller=Caller.trusted(run.owner, via="task"), scope=scope,
                            definition=child_workflow.config, context=context if isinstance(context, dict) else {},
                            workflow=child_workflow, workflow_key=child_workflow.workflow_id,
                            source=child_workflow.source, host=run.host, kind=run.kind, parent=run,
                            parent_node=node_run.node_id, caps=_remaining_caps(run))
     except DomainError as exc:
-        _complete_node(node_run, status=NodeRun.Status.FAILED, error=exc.message)
+        node_complete(node_run, status=NodeRun.Status.FAILED, error=exc.message)
         run.outputs = {**run.outputs, node_run.node_id: None}
         _follow(run, node_run, "failed")
         return None
@@ -315,11 +321,56 @@ def _scripts_allowed(run: Run) -> bool:
     return site is None or site.scripts_enabled
 
 
+def _run_condition(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
+    _condition(run, node_run, node)
+    return "again", None
+
+
+def _run_end(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
+    _end(run, node_run, node)
+    return "again", None
+
+
+def _run_subworkflow(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
+    child = _subworkflow(run, node_run, node)
+    return ("child", child.pk) if child is not None else ("again", None)
+
+
+def _run_script(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
+    if not _scripts_allowed(run):
+        node_complete(node_run, status=NodeRun.Status.FAILED, error="Script nodes are turned off.")
+        run_fail(run, f"Script node {node_run.node_id!r} cannot run: script nodes are turned off for this account "
+                      "or site.", stop_reason="scripts_disabled")
+        return "stop", None
+    try:
+        # Rendered here, under the lock, so a template that does not evaluate fails the node now
+        # rather than in whichever worker claims it.
+        render_data(node.get("env") or {}, template_scope(run))
+    except (expressions.EvaluationError, expressions.ExpressionError, ValueError) as exc:
+        node_complete(node_run, status=NodeRun.Status.FAILED, error=str(exc))
+        run_fail(run, f"Node {node_run.node_id!r} could not start: {exc}")
+        return "stop", None
+    return "script", node_run.pk
+
+
+def _run_pausing(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
+    _pause(run, node_run, node)
+    return "again", None
+
+
+# Node type -> what entering it does, under the run's lock: the types the engine runs itself, then
+# every type that hands a step back (runs.handlers.HANDLERS). With the definition's NODE_TYPES (what
+# validates) they must name the same types, checked when the engine loads.
+RUNNERS: dict[str, Any] = {"condition": _run_condition, "end": _run_end, "subworkflow": _run_subworkflow,
+                           "script": _run_script, **{name: _run_pausing for name in HANDLERS}}
+node_types_check(RUNNERS)
+
+
 def _step_once(run_id: str) -> tuple[str, Any]:
     """Advance one node under the lock. Returns what to do next outside it:
     ("stop", None), ("again", None), ("script", node_run_id) or ("child", child_run_id)."""
     with transaction.atomic():
-        run = _locked(run_id)
+        run = run_locked(run_id)
         if run.status != Run.Status.RUNNING:
             return "stop", None
         node_id = run.current_node
@@ -327,30 +378,16 @@ def _step_once(run_id: str) -> tuple[str, Any]:
         node_run = _enter(run, node_id)
         if node_run is None:
             return "stop", None
-        kind = node["type"]
-        if kind == "condition":
-            _condition(run, node_run, node)
-        elif kind == "end":
-            _end(run, node_run, node)
-        elif kind == "subworkflow":
-            child = _subworkflow(run, node_run, node)
-            if child is not None:
-                return "child", child.pk
-        elif kind == "script":
-            if not _scripts_allowed(run):
-                _complete_node(node_run, status=NodeRun.Status.FAILED, error="Script nodes are turned off.")
-                _fail(run, f"Script node {node_id!r} cannot run: script nodes are turned off for this account "
-                           "or site.", stop_reason="scripts_disabled")
-                return "stop", None
-            return "script", node_run.pk
-        else:
-            _pause(run, node_run, node)
-        return "again", None
+        return RUNNERS[node["type"]](run, node_run, node)
 
 
 def drive(run_id: str, *, inline_scripts: bool = False) -> None:
     """Run every node that needs no answer, until the run pauses or ends. Script nodes go to a
-    worker (waiting up to their timeout) unless `inline_scripts`: a worker runs them itself."""
+    worker unless `inline_scripts` (a worker runs them itself); the caller waits for them at most
+    ATRIUM_SCRIPT_WAIT_SECONDS in all, then the run goes on without it."""
+    from runs import scripts
+
+    deadline: float | None = None
     while True:
         action, target = _step_once(run_id)
         if action == "again":
@@ -361,14 +398,14 @@ def drive(run_id: str, *, inline_scripts: bool = False) -> None:
             return
         if action == "script":
             if inline_scripts:
-                from runs.scripts import script_execute
-
-                script_execute(target)
-                continue
-            from runs.scripts import script_dispatch
-
-            script_dispatch(target)  # whoever runs the script carries the run on
-            return
+                if scripts.script_execute(target):
+                    continue
+                return  # it waits its turn behind the owner's other scripts
+            if deadline is None:
+                deadline = time.monotonic() + settings.ATRIUM_SCRIPT_WAIT_SECONDS
+            if scripts.script_dispatch(target, deadline=deadline):
+                continue  # the script ended within the wait and its result is applied: go on here
+            return  # whoever runs the script carries the run on
         _settle_parent(run_id, inline_scripts=inline_scripts)
         return
 
@@ -388,7 +425,7 @@ def _settle_parent(run_id: str, *, inline_scripts: bool) -> None:
 def _resume_parent(child: Run, *, inline_scripts: bool) -> None:
     """The child ended: its parent's subworkflow node is decided by how."""
     with transaction.atomic():
-        parent = _locked(child.parent_id)
+        parent = run_locked(child.parent_id)
         node_run = parent.nodes.filter(node_id=child.parent_node, status=NodeRun.Status.PAUSED).order_by(
             "-seq").first()
         if parent.is_terminal or node_run is None or node_run.input.get("childRunId") != child.pk:
@@ -396,7 +433,7 @@ def _resume_parent(child: Run, *, inline_scripts: bool) -> None:
         event = "completed" if child.status == Run.Status.COMPLETED else "failed"
         parent.status = Run.Status.RUNNING
         _add_child_costs(parent, child)
-        _decide(parent, node_run, Step(event=event, output=child.output))
+        node_decide(parent, node_run, Step(event=event, output=child.output))
         if event == "failed":
             node_run.error = child.error or f"The child run ended {child.status}."
             node_run.save()
@@ -443,21 +480,34 @@ def _check_caps(run: Run) -> bool:
         return False
     spent = (f"${run.total_cost_usd:.4f} against a cap of ${run.spending_cap_usd}" if over_usd else
              f"{run.input_tokens + run.output_tokens} tokens against a cap of {run.spending_cap_tokens}")
-    _fail(run, f"The run stopped: it spent {spent}.", stop_reason="spending_cap_exceeded")
+    run_fail(run, f"The run stopped: it spent {spent}.", stop_reason="spending_cap_exceeded")
     return True
 
 
-def run_answer(*, caller: Caller, scope: Scope, run_id: str, tool: str, payload: dict[str, Any]) -> Run:
-    """Apply one answer to the run's paused node, then drive on. The paused step is read before the
-    lock and checked again under it: of two racing answers to one step, the second finds the step
-    gone and is refused, so nothing is applied twice. A person's choice at a human node is audited;
-    a model's answers are kept as the node's turns."""
+def run_answer(*, caller: Caller, scope: Scope, run_id: str, tool: str, payload: dict[str, Any],
+               step_id: str | None = None) -> Run:
+    """Apply one answer to the run's paused step, then drive on.
+
+    The answer names its step: by `step_id` (the pendingStep's stepId), or else it is for the step
+    the run last showed to this caller's viewer (steps_shown_record). Both are checked under the
+    run's row lock, before anything else: of racing answers to one step exactly one is applied and
+    every other is refused with not_waiting, and an answer is never applied to a later step that
+    happens to be of the same type. A person's choice at a human node is audited; a model's
+    answers are kept as the node's turns."""
     run = run_get(scope=scope, run_id=run_id, kind=None)
-    expected = paused_node(run) if run.status == Run.Status.PAUSED else None
+    viewer = viewer_key(caller)
+    digest = _answer_digest(tool, payload)
     with transaction.atomic():
-        decided = _apply_answer(_locked(run.pk), expected, tool, payload)
+        locked = run_locked(run.pk)
+        node_run = _step_answered(locked, viewer=viewer, step_id=step_id, digest=digest)
+        # Consumed in the same transaction as the answer: a second answer from this viewer, racing
+        # or retried, finds nothing shown to it until this answer's result shows the next step.
+        StepShown.objects.update_or_create(run=locked, viewer=viewer, defaults={
+            "step_id": "", "answered_step_id": node_run.step_id, "answer_digest": digest,
+            "updated_at": timezone.now()})
+        decided = _apply_answer(locked, node_run, tool, payload)
         if tool == "resume_run" and run.kind == Run.Kind.REAL:
-            _audit(caller, run, "resume", node=expected.node_id, choice=payload["transition"])
+            _audit(caller, run, "resume", node=node_run.node_id, choice=payload["transition"])
     if decided:
         drive(run.pk)
     else:
@@ -466,14 +516,65 @@ def run_answer(*, caller: Caller, scope: Scope, run_id: str, tool: str, payload:
     return Run.objects.get(pk=run.pk)
 
 
-def _apply_answer(run: Run, expected: NodeRun | None, tool: str, payload: dict[str, Any]) -> bool:
-    """Apply the answer to the locked run; True when its node was decided and the run should go on."""
+def viewer_key(caller: Caller) -> str:
+    """Who was shown a step: the MCP session, else the token, else the signed-in user."""
+    if caller.session is not None:
+        return f"session:{caller.session.pk}"
+    if caller.token is not None:
+        return f"{caller.token_kind}:{caller.token.pk}"
+    return f"user:{caller.user.pk}:{caller.via}"
+
+
+def _answer_digest(tool: str, payload: dict[str, Any]) -> str:
+    text = json.dumps([tool, payload], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _not_waiting(detail: str) -> RunError:
+    return RunError(f"The run is not waiting for this answer: {detail} Call get_run_status for the current "
+                    "step and answer it with its stepId.", code="not_waiting")
+
+
+def _step_answered(run: Run, *, viewer: str, step_id: str | None, digest: str) -> NodeRun:
+    """The paused NodeRun this answer is for, on the locked run, or a refusal."""
+    node_run = paused_node(run) if run.status == Run.Status.PAUSED else None
+    current = node_run.step_id if node_run is not None else None
+    if step_id is not None:
+        # Checked first, even on a run that has ended: the loser of a race is told its step is
+        # gone, whatever the winning answer did to the run.
+        if step_id != current:
+            moved = f"the run is {run.status}" if run.is_terminal else "another answer was applied, or the run moved on"
+            raise _not_waiting(f"step {step_id} is no longer pending ({moved}).")
+        return node_run
     if run.is_terminal:
         raise RunError(f"The run is already {run.status}.", code="run_terminal")
-    node_run = paused_node(run) if run.status == Run.Status.PAUSED else None
-    if node_run is None or expected is None or node_run.pk != expected.pk:
-        raise RunError("The run is not waiting for this answer (another answer was just applied, or it is "
-                       "busy); call get_run_status for the current step.", code="not_waiting")
+    seen = StepShown.objects.select_for_update().filter(run=run, viewer=viewer).first()
+    if seen is None or not seen.step_id:
+        raise _not_waiting("no step of this run was shown to you since your last answer.")
+    if seen.step_id != current:
+        raise _not_waiting("the step you were shown was answered meanwhile.")
+    if seen.answer_digest == digest:
+        # Shown only in the result of that same answer: most likely a retry of it, which must not
+        # land on the next step. A stepId (or a get_run_status first) says it is meant.
+        raise _not_waiting(f"this exact answer was just applied to step {seen.answered_step_id}.")
+    return node_run
+
+
+def steps_shown_record(*, caller: Caller, result: dict[str, Any], after_answer: bool = False) -> None:
+    """Remember the pending step a result showed to the caller's viewer. A step shown by a read
+    (get_run_status) clears the memory of the viewer's last answer: it has seen the new step."""
+    step = result.get("pendingStep")
+    if step is None:
+        return
+    defaults: dict[str, Any] = {"step_id": step["stepId"], "updated_at": timezone.now()}
+    if not after_answer:
+        defaults.update(answered_step_id="", answer_digest="")
+    StepShown.objects.update_or_create(run_id=step["runId"], viewer=viewer_key(caller), defaults=defaults)
+
+
+def _apply_answer(run: Run, node_run: NodeRun, tool: str, payload: dict[str, Any]) -> bool:
+    """Apply the answer to the locked run's paused step (already matched to the answer's step);
+    True when its node was decided and the run should go on."""
     node = _definition_node(run, node_run.node_id)
     handler = HANDLERS.get(node["type"])
     if handler is None or handler.tool != tool:
@@ -487,28 +588,50 @@ def _apply_answer(run: Run, expected: NodeRun | None, tool: str, payload: dict[s
     except (expressions.EvaluationError, expressions.ExpressionError, ValueError) as exc:
         # The answer was fine but the node cannot go on with it (a reduce template that does not
         # evaluate, say): the node fails, as it would on entry.
-        _complete_node(node_run, status=NodeRun.Status.FAILED, error=str(exc))
-        _fail(run, f"Node {node_run.node_id!r} failed: {exc}")
+        node_complete(node_run, status=NodeRun.Status.FAILED, error=str(exc))
+        run_fail(run, f"Node {node_run.node_id!r} failed: {exc}")
         return False
     node_run.save()
     if _check_caps(run):
-        _complete_node(node_run, status=NodeRun.Status.FAILED, error="Stopped by the spending cap.")
+        node_complete(node_run, status=NodeRun.Status.FAILED, error="Stopped by the spending cap.")
         return False
     if step.event is None:
+        # The node re-pauses with its next phase: a new step, with a new identity.
+        node_run.step += 1
         node_run.input = handler.pending(ctx)
         node_run.save()
         run.updated_at = timezone.now()
         _save(run)
         return False
     run.status = Run.Status.RUNNING
-    _decide(run, node_run, step)
+    node_decide(run, node_run, step)
     return True
+
+
+# --- script nodes: what runs.scripts reports back ---------------------------------------------------
+
+def script_succeeded(run: Run, node_run: NodeRun, *, output: Any) -> None:
+    """The locked run's script node ended well: follow its success transition."""
+    node_decide(run, node_run, Step(event="success", output=output))
+
+
+def script_failed(run: Run, node_run: NodeRun, *, output: Any, error: str, stop_reason: str) -> None:
+    """The locked run's script node failed (its exit status, its timeout, its worker lost): the
+    node's failure path when it has one, else the run fails with `stop_reason`, saying why."""
+    if "failure" in _definition_node(run, node_run.node_id).get("transitions", {}):
+        node_decide(run, node_run, Step(event="failure", output=output))
+        node_run.error = error
+        node_run.save()
+        return
+    node_complete(node_run, status=NodeRun.Status.FAILED, output=output, error=error)
+    run.outputs = {**run.outputs, node_run.node_id: output}
+    run_fail(run, f"Script {node_run.node_id!r} failed: {error}", stop_reason=stop_reason)
 
 
 def run_cancel(*, caller: Caller, scope: Scope, run_id: str) -> Run:
     run = run_get(scope=scope, run_id=run_id, kind=None)
     with transaction.atomic():
-        run = _locked(run.pk)
+        run = run_locked(run.pk)
         if run.is_terminal:
             raise RunError(f"The run is already {run.status}; only a running or paused run can be cancelled.",
                            code="run_terminal")
@@ -522,11 +645,12 @@ def run_cancel(*, caller: Caller, scope: Scope, run_id: str) -> Run:
 def _cancel_tree(run: Run) -> None:
     for node_run in run.nodes.filter(status__in=(NodeRun.Status.RUNNING, NodeRun.Status.PAUSED,
                                                  NodeRun.Status.PENDING)):
-        _complete_node(node_run, status=NodeRun.Status.CANCELLED, error="Cancelled.")
+        node_complete(node_run, status=NodeRun.Status.CANCELLED, error="Cancelled.")
     _finish(run, Run.Status.CANCELLED, stop_reason="cancelled")
     for child in Run.objects.select_for_update().filter(parent=run).exclude(status__in=Run.TERMINAL):
         _cancel_tree(child)
 
 
 def public_url(run: Run) -> str:
-    return f"{settings.ATRIUM_PUBLIC_URL}/runs/{run.pk}?project={run.project_key or 'global'}"
+    """The run page's deep link, as the reference has it: /open/runs/<id>?project=<project or global>."""
+    return f"{settings.ATRIUM_PUBLIC_URL}/open/runs/{run.pk}?project={run.project_key or 'global'}"

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from runs.nodes import HANDLERS, AnswerRejected, Ctx, Handler, Step, judge_envelope
+from runs.nodes import AnswerRejected, Ctx, Handler, Step, judge_envelope
 from workflows.definition import DEFAULT_MAP_MAX_ITEMS, agent_count
 from workflows.expressions import EvaluationError
 
@@ -428,5 +428,3 @@ class Map(Handler):
         _set_phase(ctx, "reduce", [_agent(0, ctx.model, prompt)], prompt)
         return Step()
 
-
-HANDLERS.update({"consensus": Consensus(), "round_robin": RoundRobin(), "map": Map()})

@@ -12,29 +12,48 @@ from mcp import types
 from pydantic import Field
 
 from accounts.errors import DomainError
-from accounts.mcp_registry import Toolset, error_payload_result, tool
+from accounts.mcp_registry import Toolset, error_payload_result, success_result, tool
 from runs import engine, selectors, testing
+from runs.models import Run
 from workflows.mcp import Config, Cwd, Global, Source
 from workflows.scoping import Scope, scope_resolve
 
 RunId = Annotated[str, Field(description="The run's id (runId).")]
+StepId = Annotated[str | None, Field(description=(
+    "The pendingStep's stepId (an Atrium extension of the Roscoe reference). Given, the answer is applied "
+    "only to that step, else refused with not_waiting. Left out, it is applied only to the step this "
+    "session was last shown, and never twice."))]
 READ, EXECUTE = "runs:read", "runs:execute"
+# The code the tool registry gives a failure it logged: the one run tool error that sets isError.
+INTERNAL_ERROR = "internal_error"
 
 
 class RunTools(Toolset):
     def _error_result(self, exc: DomainError) -> types.CallToolResult:
+        """As the reference has it: a user error is `{error, code}` in a result that is not an
+        error, so the host reads it and recovers; only a server failure sets isError.
+        test_workflow keeps its own `{ok: false, code, message}`."""
         if isinstance(exc, testing.WorkflowTestFailed):
             return error_payload_result(exc.payload)
-        return error_payload_result({"error": exc.message, "code": exc.code, **exc.extra})
+        payload = {"error": exc.message, "code": exc.code, **exc.extra}
+        if exc.code == INTERNAL_ERROR:
+            return error_payload_result(payload)
+        return success_result(payload)
 
     def _scope(self, cwd: str | None, global_: bool | None) -> Scope:
         return scope_resolve(caller=self.caller, cwd=cwd, global_=global_)
 
-    def _answer(self, run_id: str, tool_name: str, payload: dict[str, Any], cwd: str | None,
+    def _shown(self, run: Run, *, after_answer: bool = False) -> dict[str, Any]:
+        """The AdvanceResult, remembering the step it shows to this session."""
+        result = selectors.advance_result(run)
+        engine.steps_shown_record(caller=self.caller, result=result, after_answer=after_answer)
+        return result
+
+    def _answer(self, run_id: str, tool_name: str, payload: dict[str, Any], step_id: str | None, cwd: str | None,
                 global_: bool | None) -> dict[str, Any]:
         run = engine.run_answer(caller=self.caller, scope=self._scope(cwd, global_), run_id=run_id, tool=tool_name,
-                                payload=payload)
-        return selectors.advance_result(run)
+                                payload=payload, step_id=step_id)
+        return self._shown(run, after_answer=True)
 
     @tool(name="start_workflow", title="Start a workflow", scope=EXECUTE, read_only=False, destructive=False,
           idempotent=False, open_world=False)
@@ -53,22 +72,26 @@ class RunTools(Toolset):
     ) -> Any:
         """Start a workflow: script and condition nodes run at once, then the run pauses at the first AI or
         human node and returns pendingStep. Answers {runId, status, url, workflow: {id, name, description},
-        narration, pendingStep?} plus the cost fields. Answer ai_agent/ai_judge steps with advance_run;
-        consensus, round_robin and map with their advance_* tool; human steps only with the user's choice via
-        resume_run (never choose for them)."""
+        narration, pendingStep?} plus the cost fields. pendingStep.stepId (an Atrium extension of the Roscoe
+        reference) names the step; pass it back as step_id when you answer. Answer ai_agent/ai_judge steps with
+        advance_run; consensus, round_robin and map with their advance_* tool; human steps only with the user's
+        choice via resume_run (never choose for them)."""
         caps = engine.Caps(usd=Decimal(str(spending_cap_usd)) if spending_cap_usd is not None else None,
                            tokens=spending_cap_tokens)
         run = engine.run_start(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=workflow_id,
                                source=source, context=context, host=host, caps=caps)
-        return selectors.start_result(run)
+        result = selectors.start_result(run)
+        engine.steps_shown_record(caller=self.caller, result=result)
+        return result
 
     @tool(name="get_run_status", title="Run status", scope=READ, read_only=True, destructive=False, idempotent=True,
           open_world=False)
     def get_run_status(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
-        """The run's status and its pending step, as AdvanceResult. If the step is a human node, show the
+        """The run's status and its pending step (with its stepId), as AdvanceResult. If the step is a human
+        node, show the
         prompt and the valid transitions to the user as a numbered list and wait for their reply; do not call
         resume_run on your own."""
-        return selectors.advance_result(engine.run_get(scope=self._scope(cwd, global_), run_id=run_id, kind=None))
+        return self._shown(engine.run_get(scope=self._scope(cwd, global_), run_id=run_id, kind=None))
 
     @tool(name="advance_run", title="Answer an AI step", scope=EXECUTE, read_only=False, destructive=False,
           idempotent=False, open_world=False)
@@ -81,25 +104,29 @@ class RunTools(Toolset):
                                                                   "costUsd}; otherwise cost is estimated.")]
         = None,
         thinking: Annotated[str | None, Field(description="Your reasoning for this step, kept on the turn.")] = None,
+        step_id: StepId = None,
         cwd: Cwd = None, global_: Global = None,
     ) -> Any:
         """Answer a pending ai_agent or ai_judge step. An ai_judge answer that is not the envelope is refused
-        and the run stays at the node. Answers the updated AdvanceResult."""
+        and the run stays at the node. With step_id (pendingStep.stepId, an Atrium extension) the answer applies
+        to that step only; another step, or a step already answered, is refused with not_waiting. Answers the
+        updated AdvanceResult."""
         return self._answer(run_id, "advance_run", {"response": response, "usage": usage, "thinking": thinking},
-                            cwd, global_)
+                            step_id, cwd, global_)
 
     @tool(name="advance_consensus", title="Answer a consensus step", scope=EXECUTE, read_only=False,
           destructive=False, idempotent=False, open_world=False)
     def advance_consensus(
         self, run_id: RunId, results: Annotated[list[dict[str, Any]], Field(
             min_length=1, description="One {raw} per subagent, in agents[] order.")],
+        step_id: StepId = None,
         cwd: Cwd = None, global_: Global = None,
     ) -> Any:
         """Answer a consensus step: run agentCount independent subagents (none sees another's answer) on the
         pendingStep's agents[i].model and prompt, and return every raw answer. consensusPhase says what they
         answer: vote/retry (the verdict envelope), generate (free prose) or aggregate (one agent: {"reasoning",
-        "index"})."""
-        return self._answer(run_id, "advance_consensus", {"results": results}, cwd, global_)
+        "index"}). step_id: as for advance_run."""
+        return self._answer(run_id, "advance_consensus", {"results": results}, step_id, cwd, global_)
 
     @tool(name="advance_round_robin", title="Answer a round-robin step", scope=EXECUTE, read_only=False,
           destructive=False, idempotent=False, open_world=False)
@@ -109,41 +136,45 @@ class RunTools(Toolset):
                                                                            "or \"B\", margin: 0-100, "
                                                                            "reasoning?}].")] = None,
         result: Annotated[dict[str, Any] | None, Field(description="Resolve round: {raw}.")] = None,
+        step_id: StepId = None,
         cwd: Cwd = None, global_: Global = None,
     ) -> Any:
         """Answer a round_robin step by roundRobinPhase: resolve (run agents[0].prompt, return {raw} as result),
         or first/contested (one independent subagent per matchup picks A or B with a 0-100 margin; send verdicts
-        as waves finish; the node re-pauses with what is still outstanding)."""
-        return self._answer(run_id, "advance_round_robin", {"verdicts": verdicts, "result": result}, cwd, global_)
+        as waves finish; the node re-pauses with what is still outstanding, as a new step). step_id: as for
+        advance_run."""
+        return self._answer(run_id, "advance_round_robin", {"verdicts": verdicts, "result": result}, step_id, cwd,
+                            global_)
 
     @tool(name="advance_map", title="Answer a map step", scope=EXECUTE, read_only=False, destructive=False,
           idempotent=False, open_world=False)
     def advance_map(
         self, run_id: RunId, results: Annotated[list[dict[str, Any]], Field(
             min_length=1, description="One {raw} per subagent, in agent order.")],
+        step_id: StepId = None,
         cwd: Cwd = None, global_: Global = None,
     ) -> Any:
         """Answer a map step: run exactly agentCount independent subagents on agents[i].model and prompt and
         return each raw answer in order, whatever mapPhase is (extract, map, reduce). An empty answer in the map
-        round is a failed branch."""
-        return self._answer(run_id, "advance_map", {"results": results}, cwd, global_)
+        round is a failed branch. step_id: as for advance_run."""
+        return self._answer(run_id, "advance_map", {"results": results}, step_id, cwd, global_)
 
     @tool(name="resume_run", title="Resume after a human step", scope=EXECUTE, read_only=False, destructive=False,
           idempotent=False, open_world=False)
     def resume_run(self, run_id: RunId, transition: Annotated[str, Field(
-            description="The choice the user made, one of validTransitions.")], cwd: Cwd = None,
-            global_: Global = None) -> Any:
+            description="The choice the user made, one of validTransitions.")], step_id: StepId = None,
+            cwd: Cwd = None, global_: Global = None) -> Any:
         """Continue a run paused at a human node with the user's choice. Do not call this on your own: show the
-        node's prompt and the valid transitions as a numbered list, and wait for the user to choose."""
-        return self._answer(run_id, "resume_run", {"transition": transition}, cwd, global_)
+        node's prompt and the valid transitions as a numbered list, and wait for the user to choose. step_id: as
+        for advance_run."""
+        return self._answer(run_id, "resume_run", {"transition": transition}, step_id, cwd, global_)
 
     @tool(name="cancel_run", title="Cancel a run", scope=EXECUTE, read_only=False, destructive=True,
           idempotent=False, open_world=False)
     def cancel_run(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
         """Cancel a running or paused run: a running script is stopped, the current node is marked cancelled,
         and child runs are cancelled too. An error if the run has already ended."""
-        return selectors.advance_result(engine.run_cancel(caller=self.caller, scope=self._scope(cwd, global_),
-                                                                     run_id=run_id))
+        return self._shown(engine.run_cancel(caller=self.caller, scope=self._scope(cwd, global_), run_id=run_id))
 
     @tool(name="list_runs", title="List runs", scope=READ, read_only=True, destructive=False, idempotent=True,
           open_world=False)

@@ -116,15 +116,47 @@ class NodeRun(models.Model):
     event = models.CharField(max_length=100, blank=True)
     # Where a pausing node is in its phases (fan-out answers so far, matchups, retries).
     state = models.JSONField(default=dict, blank=True)
+    # How many steps this visit has shown (it grows with each pause and re-pause): with the pk it
+    # makes the step's identity, so an answer meant for one step cannot land on the next.
+    step = models.PositiveIntegerField(default=0)
+    # A script node: when its job was handed to a worker (null: not yet, or the send failed, so it
+    # waits to be sent again), and until when the worker running it holds it. A lease that runs out
+    # means the worker died mid-script.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "seq", "id"]
+        indexes = [models.Index(fields=["node_type", "status"], name="noderun_open_scripts")]
 
     def __str__(self) -> str:
         return f"{self.node_id} ({self.status})"
+
+    @property
+    def step_id(self) -> str:
+        return f"{self.pk}.{self.step}"
+
+
+class StepShown(models.Model):
+    """The step a run last showed to one viewer (an MCP session, else a token, else a signed-in
+    user), and the last answer that viewer applied to the run. An answer without a stepId is
+    applied only to the step its viewer was shown, and a repeat of its last answer is refused."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    viewer = models.CharField(max_length=100)
+    step_id = models.CharField(max_length=40, blank=True)
+    answered_step_id = models.CharField(max_length=40, blank=True)
+    answer_digest = models.CharField(max_length=64, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "viewer"], name="one_step_shown_per_viewer")]
+
+    def __str__(self) -> str:
+        return f"{self.viewer} saw {self.step_id or 'nothing'} of {self.run_id}"
 
 
 class Turn(models.Model):

@@ -127,6 +127,3 @@ class Human(Handler):
                                  f"{', '.join(ctx.node['transitions'])}.")
         ctx.record(prompt=ctx.state["prompt"], response=choice, phase="human", usage={"costUsd": 0})
         return Step(event=choice, output={"choice": choice})
-
-
-HANDLERS: dict[str, Handler] = {"ai_agent": AiAgent(), "ai_judge": AiJudge(), "human": Human()}

@@ -1,26 +1,47 @@
-"""Script nodes: the job a node describes, where it runs, and what its result does to the run.
+"""Script nodes: the job a node describes, who runs it, and what its result does to the run.
 
-The script always runs in a separate process (runs.sandbox). With a broker it runs on a Celery
-worker, which then carries the run on; the web request waits for the run to move, up to the
-script's timeout, and answers with whatever state it reached. Without a broker the task runs
-eagerly, in a subprocess of the web process.
+The script itself always runs in a separate process (runs.sandbox). Around it:
+
+- Dispatch. Reaching a script node commits the NodeRun `running` with no `dispatched_at`: that row
+  is the outbox. `script_send` marks it sent (a conditional update, so it is sent once) and hands
+  it to a Celery worker; when the broker is down the mark is taken back, the run stays `running`,
+  and `scripts_reap` sends it once the broker answers again. Without a broker (tasks eager, as
+  under `make run`) "sending" starts a thread of this process.
+- Claim and lease. Whoever runs the script first claims it under a row lock: a claim takes one
+  of the owner's ATRIUM_SCRIPT_CONCURRENCY_PER_USER slots (a script beyond them is left unsent and
+  waits its turn) and writes `lease_expires_at` = now + timeout + grace. The runner renews the
+  lease while it supervises the script; `scripts_reap` fails a node whose lease ran out as
+  `worker_lost`, so a worker killed mid-script never leaves its run `running` for ever.
+- Waiting. A web request waits for the script at most ATRIUM_SCRIPT_WAIT_SECONDS. A script that
+  ends within the wait has its result applied by the request itself and the run goes on there;
+  one that outlasts it is left to the worker (or the thread), which carries the run on.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.utils import timezone
 
-from runs import sandbox
-from runs.engine import _complete_node, _decide, _fail, _locked, _render_data, _scope, drive
+from runs import engine, sandbox
 from runs.models import NodeRun, Run, ScriptSettings
-from runs.nodes import Step
 from workflows.definition import DEFAULT_SCRIPT_TIMEOUT
 
-# How long past a script's own timeout the web request keeps waiting for the worker.
-WAIT_GRACE_SECONDS = 5
+logger = logging.getLogger(__name__)
+
+# How often the runner of a script renews its lease and checks for a cancel.
+LEASE_RENEW_SECONDS = 5.0
+POLL_SECONDS = 0.1
+WORKER_LOST = ("The worker running this script stopped before the script ended (its lease ran out after the "
+               "script's timeout and a grace period).")
 
 
 def _files(run: Run) -> tuple[sandbox.BundledFile, ...]:
@@ -41,64 +62,274 @@ def _memory_mb(run: Run) -> int:
 
 
 def script_job(run: Run, node: dict[str, Any]) -> sandbox.ScriptJob:
-    env = {name: str(_render_data(value, _scope(run))) for name, value in (node.get("env") or {}).items()}
+    scope = engine.template_scope(run)
+    env = {name: str(engine.render_data(value, scope)) for name, value in (node.get("env") or {}).items()}
     return sandbox.ScriptJob(script=node.get("script"), command=node.get("command"),
                              timeout=float(node.get("timeout", DEFAULT_SCRIPT_TIMEOUT)), env=env,
                              files=_files(run), memory_mb=_memory_mb(run))
 
 
-def script_execute(node_run_id: int) -> None:
-    """Run the node's script, then apply its result, unless the run moved on meanwhile (cancel)."""
-    node_run = NodeRun.objects.select_related("run", "run__revision", "run__workflow").get(pk=node_run_id)
-    run = node_run.run
-    if node_run.status != NodeRun.Status.RUNNING or run.status != Run.Status.RUNNING:
-        return
-    node = run.definition["nodes"][node_run.node_id]
-    job = script_job(run, node)
-    NodeRun.objects.filter(pk=node_run.pk).update(input={
-        "script": job.script, "command": job.command, "timeout": job.timeout, "env": job.env})
-    result = sandbox.script_run(
-        job, should_cancel=lambda: Run.objects.filter(pk=run.pk, status=Run.Status.CANCELLED).exists())
+def _lease_for(seconds: float) -> datetime:
+    return timezone.now() + timedelta(seconds=seconds + settings.ATRIUM_SCRIPT_LEASE_GRACE_SECONDS)
+
+
+# --- claiming --------------------------------------------------------------------------------------
+
+def script_claim(node_run_id: int) -> tuple[NodeRun, sandbox.ScriptJob] | None:
+    """Take the script's lease and one of its owner's slots; None when the script is not to run
+    here: it ended, someone else holds it, or the owner has no free slot (then it is left unsent,
+    to be sent again when one of the owner's scripts ends)."""
     with transaction.atomic():
-        run = _locked(run.pk)
+        node_run = NodeRun.objects.select_for_update(of=("self",)).select_related(
+            "run", "run__revision", "run__workflow").get(pk=node_run_id)
+        run = node_run.run
+        if node_run.status != NodeRun.Status.RUNNING or run.status != Run.Status.RUNNING or \
+                node_run.lease_expires_at is not None:
+            return None
+        # The owner's row serialises claims of one user's scripts: without it two workers could
+        # each count a free slot and both take the last one.
+        get_user_model().objects.select_for_update().filter(pk=run.owner_id).first()
+        busy = NodeRun.objects.filter(run__owner_id=run.owner_id, node_type="script", status=NodeRun.Status.RUNNING,
+                                      lease_expires_at__isnull=False).count()
+        if busy >= settings.ATRIUM_SCRIPT_CONCURRENCY_PER_USER:
+            NodeRun.objects.filter(pk=node_run_id).update(dispatched_at=None)
+            return None
+        job = script_job(run, run.definition["nodes"][node_run.node_id])
+        node_run.lease_expires_at = _lease_for(job.timeout)
+        node_run.input = {"script": job.script, "command": job.command, "timeout": job.timeout, "env": job.env}
+        node_run.save(update_fields=["lease_expires_at", "input"])
+        return node_run, job
+
+
+class Supervision:
+    """What the runner of a script does while it runs: renew the lease, and say whether the run
+    was cancelled (the sandbox then kills the script)."""
+
+    def __init__(self, node_run: NodeRun) -> None:
+        self.node_run_id = node_run.pk
+        self.run_id = node_run.run_id
+        self.lease = node_run.lease_expires_at
+        self.renew_at = time.monotonic() + LEASE_RENEW_SECONDS
+
+    def cancelled(self) -> bool:
+        if time.monotonic() >= self.renew_at:
+            self.renew_at = time.monotonic() + LEASE_RENEW_SECONDS
+            # Kept beyond the first lease while the runner is alive: the sandbox's own start-up
+            # and kill can outlast the script's timeout.
+            self.lease = max(self.lease, _lease_for(LEASE_RENEW_SECONDS))
+            NodeRun.objects.filter(pk=self.node_run_id, status=NodeRun.Status.RUNNING).update(
+                lease_expires_at=self.lease)
+        return Run.objects.filter(pk=self.run_id, status=Run.Status.CANCELLED).exists()
+
+
+def _result_apply(node_run_id: int, result: sandbox.ScriptResult | ValueError) -> bool:
+    """Apply the script's result (or the sandbox's refusal of its job: a bundled file's path that
+    escapes the directory, say) to its run; False when the run moved on meanwhile (a cancel, or
+    the reaper declared the worker lost)."""
+    with transaction.atomic():
+        run_id = NodeRun.objects.values_list("run_id", flat=True).get(pk=node_run_id)
+        run = engine.run_locked(run_id)
         node_run = NodeRun.objects.select_for_update().get(pk=node_run_id)
         if node_run.status != NodeRun.Status.RUNNING or run.status != Run.Status.RUNNING:
-            return
-        output = result.output()
-        if result.succeeded:
-            _decide(run, node_run, Step(event="success", output=output))
-            return
-        node = run.definition["nodes"][node_run.node_id]
-        if "failure" in node.get("transitions", {}):
-            _decide(run, node_run, Step(event="failure", output=output))
-            node_run.error = result.error() or ""
-            node_run.save()
-            return
-        # No failure path: the run fails, saying why the script did.
-        _complete_node(node_run, status=NodeRun.Status.FAILED, output=output, error=result.error() or "")
-        run.outputs = {**run.outputs, node_run.node_id: output}
-        _fail(run, f"Script {node_run.node_id!r} failed: {result.error()}",
-              stop_reason="script_timeout" if result.timed_out else "script_failed")
+            return False
+        if isinstance(result, ValueError):
+            engine.script_failed(run, node_run, output=None, error=f"The script could not start: {result}",
+                                 stop_reason="script_failed")
+        elif result.succeeded:
+            engine.script_succeeded(run, node_run, output=result.output())
+        else:
+            engine.script_failed(run, node_run, output=result.output(), error=result.error() or "",
+                                 stop_reason="script_timeout" if result.timed_out else "script_failed")
+        return True
+
+
+def _sandboxed(job: sandbox.ScriptJob, should_cancel: Callable[[], bool]) -> sandbox.ScriptResult | ValueError:
+    try:
+        return sandbox.script_run(job, should_cancel=should_cancel)
+    except ValueError as exc:  # the job itself is invalid; nothing ran
+        return exc
+
+
+# --- running ---------------------------------------------------------------------------------------
+
+def script_execute(node_run_id: int) -> bool:
+    """Run the script here and apply its result; True when it was applied and the run may go on."""
+    NodeRun.objects.filter(pk=node_run_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now())
+    claimed = script_claim(node_run_id)
+    if claimed is None:
+        return False
+    node_run, job = claimed
+    try:
+        result = _sandboxed(job, Supervision(node_run).cancelled)
+        return _result_apply(node_run_id, result)
+    finally:
+        _send_next_queued(node_run.run.owner_id)
 
 
 def script_execute_and_continue(node_run_id: int) -> None:
+    """A worker's whole job for one script: run it, then carry its run on."""
     run_id = NodeRun.objects.values_list("run_id", flat=True).get(pk=node_run_id)
-    script_execute(node_run_id)
-    drive(run_id, inline_scripts=True)
+    if script_execute(node_run_id):
+        engine.drive(run_id, inline_scripts=True)
 
 
-def script_dispatch(node_run_id: int) -> None:
-    """Hand the script to a worker and wait for the run to move on, up to the script's timeout.
-    The worker (or, without a broker, the eager task right here) carries the run on."""
+class _Handoff:
+    """Who applies a background script's result: the waiting request, or, once the request has
+    stopped waiting, the thread. Decided under one lock, so exactly one of them does (two would
+    both drive the run on, and enter its next node twice)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.handed_off = False
+        self.result: sandbox.ScriptResult | ValueError | None = None
+        self.finished = threading.Event()
+        self.cancel = threading.Event()
+
+    def finish(self, result: sandbox.ScriptResult | ValueError) -> bool:
+        """The thread's script ended; True when the thread must apply the result itself."""
+        with self.lock:
+            self.result = result
+            self.finished.set()
+            return self.handed_off
+
+    def give_up(self) -> sandbox.ScriptResult | ValueError | None:
+        """The request stops waiting; the result, when the script ended just in time."""
+        with self.lock:
+            self.handed_off = self.result is None
+            return self.result
+
+
+def _in_background(node_run_id: int, job: sandbox.ScriptJob, supervision: Supervision, handoff: _Handoff) -> None:
+    """The thread that runs a script without a broker. While the request waits, the request does
+    every database read and write (on its own connection, so a test's transaction sees them);
+    once it stops waiting, this thread supervises, applies the result and carries the run on."""
+    try:
+        def should_cancel() -> bool:
+            return supervision.cancelled() if handoff.handed_off else handoff.cancel.is_set()
+
+        result = _sandboxed(job, should_cancel)
+        if handoff.finish(result):
+            run_id = NodeRun.objects.values_list("run_id", flat=True).get(pk=node_run_id)
+            if _result_apply(node_run_id, result):
+                engine.drive(run_id, inline_scripts=True)
+            _send_next_queued(Run.objects.values_list("owner_id", flat=True).get(pk=run_id))
+    except Exception:
+        logger.exception("Script node %s failed in its background thread", node_run_id)
+    finally:
+        if handoff.handed_off:
+            connection.close()
+
+
+def _run_without_broker(node_run_id: int, deadline: float) -> bool:
+    """Run the script on a thread and wait for it until the deadline; True when it ended in time
+    and its result was applied here."""
+    claimed = script_claim(node_run_id)
+    if claimed is None:
+        return False
+    node_run, job = claimed
+    supervision = Supervision(node_run)
+    handoff = _Handoff()
+    thread = threading.Thread(target=_in_background, args=(node_run_id, job, supervision, handoff),
+                              name=f"script-{node_run_id}", daemon=True)
+    thread.start()
+    while not handoff.finished.wait(timeout=max(min(POLL_SECONDS * 5, deadline - time.monotonic()), 0)):
+        if time.monotonic() >= deadline:
+            if handoff.give_up() is None:
+                return False
+            break
+        if supervision.cancelled():
+            handoff.cancel.set()  # the sandbox kills the script; the result is then discarded
+    thread.join()
+    try:
+        return _result_apply(node_run_id, handoff.result)
+    finally:
+        _send_next_queued(node_run.run.owner_id)
+
+
+def script_send(node_run_id: int) -> bool:
+    """Hand the script to a worker, once; False when it was already sent or the broker is down
+    (it stays unsent, for scripts_reap to send again)."""
     from runs.tasks import script_run
 
-    node_run = NodeRun.objects.select_related("run").get(pk=node_run_id)
-    timeout = float(node_run.run.definition["nodes"][node_run.node_id].get("timeout", DEFAULT_SCRIPT_TIMEOUT))
-    script_run.delay(node_run_id)
+    if not NodeRun.objects.filter(pk=node_run_id, status=NodeRun.Status.RUNNING, dispatched_at__isnull=True,
+                                  lease_expires_at__isnull=True).update(dispatched_at=timezone.now()):
+        return False
     if script_run.app.conf.task_always_eager:
-        return
-    deadline = time.monotonic() + timeout + WAIT_GRACE_SECONDS
-    while time.monotonic() < deadline:
-        if not Run.objects.filter(pk=node_run.run_id, status=Run.Status.RUNNING).exists():
-            return
-        time.sleep(0.05)
+        threading.Thread(target=_send_eagerly, args=(node_run_id,), daemon=True).start()
+        return True
+    try:
+        script_run.apply_async((node_run_id,), retry_policy={"max_retries": 2, "interval_start": 0,
+                                                             "interval_step": 0.5, "interval_max": 1})
+    except Exception as exc:  # kombu's OperationalError, or the transport's own connection errors
+        logger.warning("Could not send script node %s to a worker (%s); it will be sent again", node_run_id, exc)
+        NodeRun.objects.filter(pk=node_run_id).update(dispatched_at=None)
+        return False
+    return True
+
+
+def _send_eagerly(node_run_id: int) -> None:
+    try:
+        script_execute_and_continue(node_run_id)
+    except Exception:
+        logger.exception("Script node %s failed in its background thread", node_run_id)
+    finally:
+        connection.close()
+
+
+def _send_next_queued(owner_id: int) -> None:
+    """One of the owner's scripts ended: send the oldest of theirs that waits for a slot."""
+    queued = NodeRun.objects.filter(run__owner_id=owner_id, run__status=Run.Status.RUNNING, node_type="script",
+                                    status=NodeRun.Status.RUNNING, dispatched_at__isnull=True,
+                                    lease_expires_at__isnull=True).order_by("started_at", "pk").first()
+    if queued is not None:
+        script_send(queued.pk)
+
+
+def script_dispatch(node_run_id: int, *, deadline: float) -> bool:
+    """Start the script and wait for it until `deadline` (a time.monotonic() value). True when it
+    ended in time and its result is applied, so the caller carries the run on; False when the
+    run is left `running` to whoever runs the script (or to scripts_reap, when the broker is down
+    or the owner's slots are full)."""
+    from runs.tasks import script_run
+
+    if script_run.app.conf.task_always_eager:
+        NodeRun.objects.filter(pk=node_run_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now())
+        return _run_without_broker(node_run_id, deadline)
+    if not script_send(node_run_id):
+        return False
+    # The worker carries the run on itself; the request only waits, to report where it got to.
+    while time.monotonic() < deadline and \
+            NodeRun.objects.filter(pk=node_run_id, status=NodeRun.Status.RUNNING).exists():
+        time.sleep(POLL_SECONDS)
+    return False
+
+
+# --- reaping ---------------------------------------------------------------------------------------
+
+def scripts_reap(*, now: datetime | None = None) -> dict[str, int]:
+    """Fail the script nodes whose runner was lost (their lease ran out) as `worker_lost`, and send
+    again the scripts whose send failed (the broker was down). Runs periodically (runs.tasks)."""
+    now = now or timezone.now()
+    lost = 0
+    expired = NodeRun.objects.filter(node_type="script", status=NodeRun.Status.RUNNING, lease_expires_at__lt=now)
+    for node_run_id, run_id in list(expired.values_list("pk", "run_id")):
+        with transaction.atomic():
+            run = engine.run_locked(run_id)
+            node_run = NodeRun.objects.select_for_update().get(pk=node_run_id)
+            # Checked again under the lock: the runner may have finished, or renewed, meanwhile.
+            if node_run.status != NodeRun.Status.RUNNING or run.status != Run.Status.RUNNING or \
+                    node_run.lease_expires_at is None or node_run.lease_expires_at >= now:
+                continue
+            engine.script_failed(run, node_run, output=None, error=WORKER_LOST, stop_reason="worker_lost")
+            lost += 1
+        try:
+            engine.drive(run_id, inline_scripts=True)
+        except Exception:
+            # One run that cannot go on must not keep the reaper from the others.
+            logger.exception("Run %s could not go on after its script's worker was lost", run_id)
+    sent = 0
+    unsent = NodeRun.objects.filter(node_type="script", status=NodeRun.Status.RUNNING, run__status=Run.Status.RUNNING,
+                                    dispatched_at__isnull=True, lease_expires_at__isnull=True)
+    for node_run_id in list(unsent.order_by("started_at", "pk").values_list("pk", flat=True)):
+        sent += script_send(node_run_id)
+    return {"lost": lost, "sent": sent}

@@ -58,8 +58,8 @@ def pending_step(run: Run) -> tuple[dict[str, Any] | None, dict[str, Any] | None
                                                if "label" in nodes.get(target, {}) else {})}
         for event, target in node.get("transitions", {}).items()
     ]
-    step = {"runId": run.pk, "nodeId": node_run.node_id, "nodeType": node_run.node_type,
-            **node_run.input, "validTransitions": list(node.get("transitions", {}))}
+    step = {"runId": run.pk, "stepId": node_run.step_id, "nodeId": node_run.node_id,
+            "nodeType": node_run.node_type, **node_run.input, "validTransitions": list(node.get("transitions", {}))}
     step.setdefault("prompt", "")
     if "label" in node:
         step["label"] = node["label"]

@@ -30,8 +30,8 @@ from typing import Any
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from runs import engine
+from runs.handlers import HANDLERS
 from runs.models import Run
-from runs.nodes import HANDLERS
 from runs.selectors import pending_step, run_history
 from workflows.errors import DefinitionInvalid, WorkflowNotFound
 from workflows.models import Workflow
@@ -120,7 +120,7 @@ def _round_robin_answer(step: dict[str, Any], mocks: Mocks) -> dict[str, Any]:
     return {"verdicts": [_verdict(m, e) for m, e in zip(matchups, entries, strict=True)], "result": None}
 
 
-# The tool that answers a node (runs.nodes HANDLERS[type].tool) -> how mocks become its payload.
+# The tool that answers a node (runs.handlers HANDLERS[type].tool) -> how mocks become its payload.
 ANSWER_BUILDERS: dict[str, Callable[[dict[str, Any], Mocks], dict[str, Any]]] = {
     "advance_run": lambda step, mocks: {"response": _text(mocks.take(step, 1)[0]), "usage": None,
                                         "thinking": None},
@@ -217,7 +217,8 @@ def _answer(*, caller: Caller, scope: Scope, step: dict[str, Any], mocks: Mocks)
                                  nodeId=step["nodeId"], nodeType=step["nodeType"])
     payload = build(step, mocks)
     try:
-        engine.run_answer(caller=caller, scope=scope, run_id=step["runId"], tool=handler.tool, payload=payload)
+        engine.run_answer(caller=caller, scope=scope, run_id=step["runId"], tool=handler.tool, payload=payload,
+                          step_id=step["stepId"])
     except DomainError as exc:
         raise WorkflowTestFailed("runner_error", f"The mock for {step['nodeId']!r} was refused: {exc.message}",
                                  nodeId=step["nodeId"], nodeType=step["nodeType"]) from exc

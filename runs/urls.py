@@ -4,9 +4,16 @@ from runs import views
 
 app_name = "runs"
 
-# Mounted at /runs/; public_url() links to the first of these.
+# Mounted at /open/runs/, the deep link the run tools answer with (public_url()).
 urlpatterns = [
     path("<str:run_id>", views.run_page, name="run"),
     path("<str:run_id>/state.json", views.run_state, name="state"),
     path("<str:run_id>/resume", views.run_resume, name="resume"),
+]
+
+# Mounted at /runs/: the same pages under the path older links use.
+alias_urlpatterns = [
+    path("<str:run_id>", views.run_page),
+    path("<str:run_id>/state.json", views.run_state),
+    path("<str:run_id>/resume", views.run_resume),
 ]

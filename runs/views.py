@@ -20,6 +20,7 @@ from accounts.caller import Caller
 from accounts.errors import DomainError
 from runs import engine, selectors
 from runs.graph import Graph, NodeBox, layout
+from runs.handlers import HANDLERS
 from runs.models import Run
 from workflows.scoping import Scope
 
@@ -105,7 +106,8 @@ def _page_context(run: Run) -> dict[str, Any]:
         "step": step,
         "step_json": _json(step) if step else "",
         "awaiting": awaiting,
-        "human_step": step is not None and step["nodeType"] == "human",
+        # A person answers the steps resume_run answers; the MCP client answers every other.
+        "human_step": step is not None and HANDLERS[step["nodeType"]].tool == "resume_run",
         "costs": {"total": _usd(costs["totalCostUsd"]), "metered": _usd(costs["meteredCostUsd"]),
                   "subscription": _usd(costs["subscriptionEquivCostUsd"]), "billingMode": costs["billingMode"],
                   "inputTokens": costs["inputTokens"], "outputTokens": costs["outputTokens"]},
@@ -139,8 +141,9 @@ def run_state(request: HttpRequest, run_id: str) -> JsonResponse:
 @login_required
 @require_POST
 def run_resume(request: HttpRequest, run_id: str) -> HttpResponse:
-    """A person's choice at a human step. The form may sit on an ancestor's page (a parent shows
-    its waiting child's step), so it names the page to go back to."""
+    """A person's choice at a human step. The form names the step it showed, so a page left open
+    on an answered step cannot answer the next one; it may sit on an ancestor's page (a parent
+    shows its waiting child's step), so it also names the page to go back to."""
     run = selectors.run_owned(request.user, run_id)
     if run is None:
         return _not_found(request)
@@ -148,7 +151,7 @@ def run_resume(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
         engine.run_answer(caller=Caller.trusted(request.user, via="web"),
                           scope=Scope(owner=run.owner, project=run.project), run_id=run.pk, tool="resume_run",
-                          payload={"transition": choice})
+                          payload={"transition": choice}, step_id=request.POST.get("step_id") or None)
     except DomainError as exc:
         messages.error(request, exc.message)
     else:

@@ -1,6 +1,7 @@
 """Shared fixtures. Alice owns things, Bob shares a team with her, Charlie must see nothing of hers."""
 
 import json
+import os
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
@@ -41,6 +42,24 @@ def _fast_password_hashing(settings):
 @pytest.fixture
 def real_password_hashing(settings):
     settings.PASSWORD_HASHERS = FAST_HASHERS[1:]
+
+
+# Where tests that drive a real worker find a broker when CELERY_BROKER_URL is unset (CI's SQLite pass).
+TEST_BROKER_URL = os.environ.get("ATRIUM_TEST_BROKER_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_broker_url():
+    """Celery pools its producers for the broker URL of the first task sent, even an eager one, and
+    keeps them: without CELERY_BROKER_URL, that URL is TEST_BROKER_URL from the start, so a test
+    that later sends to a real worker sends there."""
+    from django.conf import settings
+
+    from config.celery import app
+
+    # Read first: that loads the configuration, which would otherwise be read later over this.
+    if not app.conf.broker_url and not settings.CELERY_BROKER_URL:
+        app.conf.broker_url = TEST_BROKER_URL
 
 
 @pytest.fixture(autouse=True)

@@ -49,24 +49,6 @@ def test_scopes_are_listed_with_their_words(alice, client):
     assert len(scopes) == 23
 
 
-def test_healthz_checks_the_database(db, client):
-    assert client.get("/healthz").json() == {"status": "ok", "database": "ok"}
-
-
-def test_healthz_reports_a_broken_database(db, client, monkeypatch):
-    from django.db.backends.utils import CursorWrapper
-
-    def broken(self, sql, params=None):
-        raise RuntimeError("database is gone")
-
-    monkeypatch.setattr(CursorWrapper, "execute", broken)
-
-    response = client.get("/healthz")
-
-    assert response.status_code == 503
-    assert response.json()["status"] == "error"
-
-
 def test_the_home_and_login_pages_render(db, client):
     assert b"/mcp" in client.get("/").content
     assert client.get("/accounts/login/").status_code == 200

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from accounts.caller import Caller
-from runs import engine
+from runs import engine, selectors
 from runs.graph import layers, layout
 from runs.models import NodeRun, Run, Turn
 from tests.conftest import Member, hidden_inputs
@@ -63,10 +63,17 @@ def start(member: Member, workflow_id: str = "review", context: dict | None = No
                             caps=engine.Caps())
 
 
+def step_id(run: Run) -> str:
+    """The stepId of the run's pending step, as the page and the tools show it."""
+    step, _ = selectors.pending_step(Run.objects.get(pk=run.pk))
+    return step["stepId"]
+
+
 def draft(run: Run, response: str = "Otters hold hands.") -> Run:
     return engine.run_answer(caller=Caller.trusted(run.owner, via="command"),
                              scope=Scope(owner=run.owner, project=None), run_id=run.pk, tool="advance_run",
-                             payload={"response": response, "usage": None, "thinking": "Keep it short."})
+                             payload={"response": response, "usage": None, "thinking": "Keep it short."},
+                             step_id=step_id(run))
 
 
 @pytest.fixture
@@ -89,7 +96,7 @@ def graph_node(html: str, node_id: str) -> str:
 
 
 def page_url(run: Run) -> str:
-    return f"/runs/{run.pk}?project=global"
+    return f"/open/runs/{run.pk}?project=global"
 
 
 def test_the_owner_sees_the_graph_with_the_current_node_marked(alice, review):
@@ -143,7 +150,7 @@ def test_anonymous_is_sent_to_sign_in(review):
     response = Client().get(page_url(review))
 
     assert response.status_code == 302
-    assert response["Location"].startswith("/accounts/login/?next=/runs/")
+    assert response["Location"].startswith("/accounts/login/?next=/open/runs/")
 
 
 def test_a_button_resumes_the_human_step(alice, review):
@@ -151,7 +158,7 @@ def test_a_button_resumes_the_human_step(alice, review):
     page = client.get(page_url(review))
     assert re.search(r'<button type="submit" name="transition" value="publish">publish</button>', page.content.decode())
 
-    response = client.post(f"/runs/{review.pk}/resume",
+    response = client.post(f"/open/runs/{review.pk}/resume",
                            {**hidden_inputs(page.content.decode()), "transition": "publish"})
 
     assert response.status_code == 302 and response["Location"] == page_url(review)
@@ -169,7 +176,8 @@ def test_a_bad_choice_shows_the_error_and_changes_nothing(alice, review):
     client = signed_in(alice)
     before = (NodeRun.objects.filter(run=review).count(), Turn.objects.filter(node_run__run=review).count())
 
-    response = client.post(f"/runs/{review.pk}/resume", {"transition": "shred"}, follow=True)
+    response = client.post(f"/open/runs/{review.pk}/resume", {"transition": "shred", "step_id": step_id(review)},
+                           follow=True)
 
     assert response.status_code == 200
     assert "&#x27;shred&#x27; is not a choice here; choose one of: publish, redo." in response.content.decode()
@@ -182,7 +190,7 @@ def test_state_json_changes_version_after_an_answer(alice, review):
     client = signed_in(alice)
     before = client.get(f"/runs/{review.pk}/state.json").json()
 
-    client.post(f"/runs/{review.pk}/resume", {"transition": "redo"})
+    client.post(f"/open/runs/{review.pk}/resume", {"transition": "redo", "step_id": step_id(review)})
     after = client.get(f"/runs/{review.pk}/state.json").json()
 
     assert before["status"] == "paused" and before["currentNode"] == "review" and before["terminal"] is False
@@ -204,7 +212,8 @@ def test_an_ai_step_is_shown_read_only(alice):
     client = signed_in(alice)
 
     html = client.get(page_url(run)).content.decode()
-    refused = client.post(f"/runs/{run.pk}/resume", {"transition": "done"}, follow=True).content.decode()
+    refused = client.post(f"/open/runs/{run.pk}/resume", {"transition": "done", "step_id": step_id(run)},
+                          follow=True).content.decode()
 
     assert "Waiting for your MCP client" in html and "Write about otters" in html
     assert 'name="transition"' not in html
@@ -234,12 +243,12 @@ def test_a_parent_shows_its_childs_human_step_and_resumes_through_it(alice):
     client = signed_in(alice)
 
     page = client.get(page_url(parent)).content.decode()
-    assert f'href="/runs/{child.pk}"' in page  # the child run link
-    assert f'action="/runs/{child.pk}/resume"' in page
+    assert f'href="/open/runs/{child.pk}"' in page  # the child run link
+    assert f'action="/open/runs/{child.pk}/resume"' in page
     child_page = client.get(page_url(child)).content.decode()
-    assert f'href="/runs/{parent.pk}"' in child_page  # and back to the parent
+    assert f'href="/open/runs/{parent.pk}"' in child_page  # and back to the parent
 
-    response = client.post(f"/runs/{child.pk}/resume", {**hidden_inputs(page), "transition": "publish"})
+    response = client.post(f"/open/runs/{child.pk}/resume", {**hidden_inputs(page), "transition": "publish"})
 
     assert response["Location"] == page_url(parent)
     assert Run.objects.get(pk=child.pk).status == Run.Status.COMPLETED

@@ -5,7 +5,7 @@ from django.test import Client
 
 from accounts.caller import Caller
 from accounts.models import AuditEvent, User
-from runs import engine
+from runs import engine, selectors
 from runs.models import NodeRun, Run, ScriptSettings
 from tests.conftest import Member
 from workflows.scoping import Scope
@@ -50,7 +50,7 @@ def test_the_cancel_action_cancels_a_paused_run_in_its_own_scope(curator, client
     done = started(alice)
     engine.run_answer(caller=Caller.trusted(alice.user, via="command"), scope=Scope(owner=alice.user, project=None),
                       run_id=done.pk, tool="advance_run",
-                      payload={"response": "Done."})
+                      payload={"response": "Done."}, step_id=selectors.pending_step(done)[0]["stepId"])
     response = client.post(RUNS, {"action": "cancel_runs", "_selected_action": [paused.pk, done.pk]}, follow=True)
     assert response.status_code == 200
     shown = [str(m) for m in response.context["messages"]]

@@ -72,7 +72,8 @@ FLOW = (TRANSITIONS, MAX_ITERATIONS)
 
 NODE_TYPES: dict[str, NodeType] = {t.name: t for t in (
     NodeType(
-        "script", "Runs on the server in a sandboxed subprocess, synchronously inside start/advance calls. The "
+        "script", "Runs on the server in a sandboxed subprocess. A start or answer call waits for it a few "
+        "seconds at most (ATRIUM_SCRIPT_WAIT_SECONDS), then answers with the run `running` while it goes on. The "
         "script text is not templated: pass values in through `env`, whose values are templates.",
         "stdout parsed as JSON when it is JSON, else {stdout, stderr, exitCode}",
         (*COMMON, Key("script", "text_raw", "A /bin/sh script."),

@@ -9,10 +9,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from django.conf import settings
 from django.db import connection
+
+from tests.conftest import TEST_BROKER_URL
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -51,9 +55,9 @@ class LiveServer:
 
 
 @contextmanager
-def serve(tmp_path: Path, *, healthy: bool = True, **env: str) -> Iterator[LiveServer]:
-    """A server on a free port, once /healthz answers 200 (or, for a server whose database is
-    meant to be down, `healthy=False`, 503)."""
+def serve(tmp_path: Path, *, ready: tuple[int, ...] = (200,), **env: str) -> Iterator[LiveServer]:
+    """A server, once /healthz answers with one of `ready` (a test of a dependency that is down
+    expects 503)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / f"server-{port}.log"
@@ -66,7 +70,7 @@ def serve(tmp_path: Path, *, healthy: bool = True, **env: str) -> Iterator[LiveS
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(f"{url}/healthz", timeout=5).status_code == (200 if healthy else 503):
+                if httpx.get(f"{url}/healthz", timeout=5).status_code in ready:
                     break
             except httpx.HTTPError:
                 pass
@@ -95,3 +99,26 @@ def live_atrium_local(transactional_db, tmp_path):
     """A server run for one person on their machine: a workflow tool's cwd is looked up on its disk."""
     with serve(tmp_path, ATRIUM_SERVER_PATHS="1", CELERY_BROKER_URL="") as server:
         yield server
+
+
+def reachable(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def broker_url(monkeypatch) -> str:
+    """The broker for tests that drive a real worker: CELERY_BROKER_URL, or where it is unset (CI's
+    SQLite pass) TEST_BROKER_URL, by default the local Redis. This process sends to it too."""
+    from config.celery import app
+
+    url = settings.CELERY_BROKER_URL or TEST_BROKER_URL
+    if not reachable(url):
+        pytest.skip(f"no broker at {url}")
+    assert app.conf.broker_url == url
+    monkeypatch.setitem(app.conf, "task_always_eager", False)
+    return url

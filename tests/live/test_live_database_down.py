@@ -25,7 +25,7 @@ def closed_port() -> int:
 
 def test_mcp_and_rest_answer_503_json_while_the_database_is_down(tmp_path, closed_port):
     down = f"postgres://atrium@127.0.0.1:{closed_port}/atrium"
-    with serve(tmp_path, healthy=False, DATABASE_URL=down, CELERY_BROKER_URL="") as server:
+    with serve(tmp_path, ready=(503,), DATABASE_URL=down, CELERY_BROKER_URL="") as server:
         initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                       "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                                  "clientInfo": {"name": "pytest", "version": "1"}}}

@@ -51,4 +51,5 @@ def test_server_answers_get_with_405_and_stays_responsive(live_atrium):
     headers = {"Authorization": f"Bearer {alice.token}", "Accept": "text/event-stream"}
 
     assert httpx.get(live_atrium.mcp_url, headers=headers, timeout=5).status_code == 405
-    assert httpx.get(f"{live_atrium.url}/healthz", timeout=5).json() == {"status": "ok", "database": "ok"}
+    assert httpx.get(f"{live_atrium.url}/healthz", timeout=5).json() == {
+        "status": "ok", "database": "ok", "cache": "ok", "broker": "not configured"}

@@ -79,7 +79,7 @@ def test_the_run_page_follows_the_run_and_answers_a_human_step(live_atrium, real
     alice = make_member("alice")
     started = asyncio.run(start_over_mcp(live_atrium.mcp_url, alice.token))
     run_id = started["runId"]
-    assert started["url"] == f"{live_atrium.url}/runs/{run_id}?project=global"
+    assert started["url"] == f"{live_atrium.url}/open/runs/{run_id}?project=global"
     assert started["pendingStep"]["nodeId"] == "draft"
 
     with sync_api.sync_playwright() as playwright:
@@ -108,7 +108,8 @@ def test_the_run_page_follows_the_run_and_answers_a_human_step(live_atrium, real
             in_background(lambda: engine.run_answer(
                 caller=Caller.trusted(alice.user, via="command"), scope=Scope(owner=alice.user, project=None),
                 run_id=run_id, tool="advance_run",
-                payload={"response": "Otters hold hands.", "usage": None, "thinking": "Keep it short."}))
+                payload={"response": "Otters hold hands.", "usage": None, "thinking": "Keep it short."},
+                step_id=started["pendingStep"]["stepId"]))
 
             expect(current).to_have_attribute("data-node", "review", timeout=8000)
             expect(page.locator('svg a.node[data-node="draft"]')).to_have_class("node status-completed")

@@ -135,6 +135,12 @@ def _result_apply(node_run_id: int, result: sandbox.ScriptResult | ValueError) -
         if isinstance(result, ValueError):
             engine.script_failed(run, node_run, output=None, error=f"The script could not start: {result}",
                                  stop_reason="script_failed")
+        elif result.refused is not None:
+            # Nothing ran: the node's failure path is for the script's own failures, and must not
+            # hide a server that cannot run scripts at all.
+            engine.node_complete(node_run, status=NodeRun.Status.FAILED, error=result.refused)
+            engine.run_fail(run, f"Script {node_run.node_id!r} cannot run: {result.refused}",
+                            stop_reason="script_sandbox_unavailable")
         elif result.succeeded:
             engine.script_succeeded(run, node_run, output=result.output())
         else:

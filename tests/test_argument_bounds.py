@@ -60,8 +60,9 @@ def test_a_run_tool_refuses_it_in_the_run_tools_shape(alice, text, problem):
     roscoe = Roscoe(alice)
     roscoe.ok("create_workflow", id="flow", config=FLOW, **{"global": True})
 
-    error = roscoe.err("start_workflow", workflow_id="flow", context={"topic": text}, **{"global": True})
+    is_error, error = roscoe.call("start_workflow", workflow_id="flow", context={"topic": text}, **{"global": True})
 
+    assert is_error is False  # run tools answer user errors in-band, without isError
     assert error == {"error": f"Invalid arguments for start_workflow: context.topic {problem}",
                      "code": "invalid_arguments"}
     assert not Run.objects.exists()
@@ -158,8 +159,9 @@ def test_mcp_answers_a_json_rpc_parse_error_for_json_it_will_not_walk(alice, bod
 def test_mcp_refuses_an_argument_sent_as_json_text_nested_too_deeply(alice):
     roscoe = Roscoe(alice)
 
-    error = roscoe.err("start_workflow", workflow_id="flow", context=deep_json(5_000), **{"global": True})
+    is_error, error = roscoe.call("start_workflow", workflow_id="flow", context=deep_json(5_000), **{"global": True})
 
+    assert is_error is False
     assert error == {"error": "Invalid arguments for start_workflow: JSON nested more than 64 levels deep.",
                      "code": "invalid_arguments"}
 

@@ -143,3 +143,15 @@ def test_cancel_stops_a_running_script_promptly():
     run.refresh_from_db()
     assert run.status == "cancelled"
     assert NodeRun.objects.get(run=run, node_id="long").status == "cancelled"
+
+
+def test_a_server_that_cannot_sandbox_fails_the_run_saying_so_even_with_a_failure_path(alice, settings):
+    settings.ATRIUM_SCRIPT_SANDBOX, settings.DEBUG = "subprocess", False  # hosted: subprocess is refused
+
+    run = start(alice, PIPELINE, {"count": 5, "who": "ada"})
+
+    assert (run.status, run.stop_reason) == ("failed", "script_sandbox_unavailable")
+    assert "ATRIUM_SCRIPT_SANDBOX=subprocess" in run.error
+    measured = NodeRun.objects.get(run=run, node_id="measure")
+    assert measured.status == NodeRun.Status.FAILED and measured.error
+    assert not NodeRun.objects.filter(run=run, node_id="broken").exists()

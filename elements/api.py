@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from accounts.api import ScopedApiView
 from accounts.authentication import caller_from_request
 from accounts.errors import InvalidInput, NotFound
+from accounts.versions import etag, if_match
 from elements import selectors, services, templating
 from elements.fields import TYPE_FIELDS
 from elements.models import Element, MemoryEntry
@@ -142,6 +143,11 @@ def _element_out(element: Element) -> dict[str, Any]:
     return ElementOutputSerializer(element_data(element, entries=_entries(element))).data
 
 
+def _element_response(element: Element, **kwargs: Any) -> Response:
+    """An element with its ETag, which PATCH takes back in If-Match to refuse a stale edit."""
+    return Response(_element_out(element), headers={"ETag": etag(selectors.element_version(element))}, **kwargs)
+
+
 class PaginationSerializer(serializers.Serializer):
     page = serializers.IntegerField()
     pageSize = serializers.IntegerField()
@@ -175,6 +181,10 @@ TYPE_PARAM = OpenApiParameter(
 )
 NAME_PARAM = OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH,
                               description="Element name, URL-encoded (may hold spaces and dots)")
+IF_MATCH_PARAM = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+                                  description="The ETag a GET answered: the edit is refused with 412 "
+                                              "(code version_conflict) if the element changed since")
+ETAG_HEADER = OpenApiResponse(ElementOutputSerializer, description="The element; its ETag header is its version")
 
 
 # --- list and create -----------------------------------------------------------------------
@@ -278,14 +288,16 @@ class ElementDetailView(ElementsApiView):
         class Meta:
             ref_name = "ElementEditInput"
 
-    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses=ElementOutputSerializer,
+    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses=ETAG_HEADER,
                    summary="Get an element, with its content and metadata", operation_id="element_get")
     def get(self, request: Request, element_type: str, name: str) -> Response:
         element = selectors.element_get(caller=caller_from_request(request, via="api"),
                                         element_type=_element_type(element_type), name=name)
-        return Response(_element_out(element))
+        return _element_response(element)
 
-    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], request=InputSerializer, responses=ElementOutputSerializer,
+    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM, IF_MATCH_PARAM], request=InputSerializer,
+                   responses={200: ETAG_HEADER, 412: OpenApiResponse(description="If-Match is stale: "
+                                                                     "{error, code: version_conflict}")},
                    summary="Edit an element: the body is deep-merged into it", operation_id="element_edit")
     def patch(self, request: Request, element_type: str, name: str) -> Response:
         kind = _element_type(element_type)
@@ -297,8 +309,8 @@ class ElementDetailView(ElementsApiView):
         changes.update({k: request.data[k] for k in ("name", "element_name") if k in request.data})
         caller = caller_from_request(request, via="api")
         element = services.element_edit(caller=caller, element=selectors.element_get(
-            caller=caller, element_type=kind, name=name), changes=changes)
-        return Response(_element_out(element))
+            caller=caller, element_type=kind, name=name), changes=changes, if_match=if_match(request))
+        return _element_response(element)
 
     @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses={204: None},
                    summary="Delete an element (a backup revision is kept)", operation_id="element_delete")

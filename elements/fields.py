@@ -50,9 +50,9 @@ def version_key(version: str) -> str:
 
 def split_params(element_type: ElementType, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Separate a client's params into shared fields and metadata (type-specific and free-form)."""
-    metadata = dict(params.get("metadata") or {})
     if not isinstance(params.get("metadata", {}), dict | type(None)):
         raise InvalidInput("metadata must be an object.", code="invalid_metadata")
+    metadata = dict(params.get("metadata") or {})
     for key in TYPE_FIELDS[element_type]:
         if key in params:
             metadata[key] = params[key]

@@ -241,8 +241,11 @@ def _gate(route: Route, call: Call) -> dict[str, Any] | None:
     if decision.allowed:
         if decision.satisfied_by is not None and decision.satisfied_by.level == "single_use":
             # Consumed inside the call's transaction: if the operation then fails, the rollback
-            # gives the confirmation back.
-            services.confirmation_consume(next(pk for pk, held in confirmations if held is decision.satisfied_by))
+            # gives the confirmation back. Losing the claim to a concurrent call means the
+            # confirmation is spent: decide again on what the session still holds.
+            spent = next(pk for pk, held in confirmations if held is decision.satisfied_by)
+            if not services.confirmation_consume(confirmation_id=spent):
+                return _gate(route, call)
         return None
     level = decision.level.confirmation
     services.confirmation_request(caller=call.caller, operation=route.name, element_type=type_name or "",

@@ -17,6 +17,7 @@ from django.db.models.expressions import RawSQL
 
 from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
+from accounts.versions import row_version
 from elements.gatekeeper import Held, Policy, policy_from
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
 from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, ElementType
@@ -33,6 +34,11 @@ def element_get(*, caller: Caller, element_type: ElementType, name: str) -> Elem
         raise NotFound(f"{element_type.value.capitalize()} '{name}' not found. Use list_elements to see available "
                        f"{element_type.plural}.", code="element_not_found")
     return element
+
+
+def element_version(element: Element) -> str:
+    """The element's version for ETag / If-Match: it changes with every write."""
+    return row_version(element.pk, element.modified)
 
 
 def element_find(*, caller: Caller, name: str, element_type: ElementType | None = None) -> Element:

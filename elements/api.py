@@ -25,7 +25,15 @@ from elements.models import Element, MemoryEntry
 from elements.packages import element_data, element_package, entry_data, package_load
 from elements.portfolio import yaml_dump
 from elements.selectors import GROUP_BY_FIELDS, SORT_FIELDS, ListQuery, page_window, pagination
-from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_SEARCH_QUERY, ElementType, element_type_parse
+from elements.types import (
+    DEFAULT_PAGE_SIZE,
+    MAX_OFFSET,
+    MAX_PAGE,
+    MAX_PAGE_SIZE,
+    MAX_SEARCH_QUERY,
+    ElementType,
+    element_type_parse,
+)
 
 READ, WRITE, DELETE = "elements:read", "elements:write", "elements:delete"
 
@@ -196,20 +204,20 @@ class ElementListCreateView(ElementsApiView):
         class Meta:
             ref_name = "ElementListFilter"
 
-        page = serializers.IntegerField(required=False, min_value=1)
+        page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
         pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
-        offset = serializers.IntegerField(required=False, min_value=0)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET)
         sortBy = serializers.ChoiceField(choices=list(SORT_FIELDS), required=False)
         sortOrder = serializers.ChoiceField(choices=["asc", "desc"], required=False)
-        nameContains = serializers.CharField(required=False)
-        descriptionContains = serializers.CharField(required=False)
+        nameContains = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
+        descriptionContains = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
         tags = serializers.ListField(child=serializers.CharField(), required=False,
                                      help_text="Repeatable: must have ALL of these tags")
         tagsAny = serializers.ListField(child=serializers.CharField(), required=False,
                                         help_text="Repeatable: must have ANY of these tags")
-        author = serializers.CharField(required=False)
-        category = serializers.CharField(required=False)
+        author = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
+        category = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
         createdAfter = serializers.DateTimeField(required=False)
         createdBefore = serializers.DateTimeField(required=False)
         aggregate = serializers.ChoiceField(choices=["count"], required=False,
@@ -332,7 +340,7 @@ class ElementSearchView(ElementsApiView):
 
         q = serializers.CharField(max_length=MAX_SEARCH_QUERY - 1, help_text="Words to find (all of them)")
         type = serializers.CharField(required=False, help_text="Only this element type")
-        page = serializers.IntegerField(required=False, min_value=1, default=1)
+        page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=1)
         pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE,
                                             default=DEFAULT_PAGE_SIZE)
 

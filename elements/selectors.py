@@ -17,6 +17,8 @@ from django.db.models.expressions import RawSQL
 
 from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
+from accounts.models import AuditEvent
+from accounts.selectors import audit_events
 from accounts.versions import row_version
 from elements.gatekeeper import Held, Policy, policy_from
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
@@ -361,3 +363,26 @@ def user_settings(*, user: Any) -> dict[str, Any]:
     """Every setting of `user`: what they set, and the defaults for the rest."""
     stored = UserSettings.objects.filter(user=user).values_list("values", flat=True).first() or {}
     return {key: stored.get(key, default) for key, (_, default, _) in SETTINGS.items()}
+
+
+LOG_LEVELS = ("debug", "info", "warn", "error")
+LOG_CATEGORIES = ("all", "application", "security", "performance", "telemetry")
+# Every audit entry is a record of something done, at info level.
+AUDIT_LEVEL = "info"
+
+
+def log_entries(*, caller: Caller, category: str = "all", level: str = "debug", source: str = "", text: str = "",
+                since: datetime | None = None, until: datetime | None = None) -> QuerySet[AuditEvent]:
+    """query_logs over the caller's own audit log, newest first. `level` is the minimum level;
+    `source` is matched within the entry's source (mcp, api, admin, command...). Performance
+    and telemetry entries are not recorded, so those categories list nothing."""
+    if category not in LOG_CATEGORIES:
+        raise InvalidInput(f"category must be one of {', '.join(LOG_CATEGORIES)}.", code="invalid_parameter")
+    if level not in LOG_LEVELS:
+        raise InvalidInput(f"level must be one of {', '.join(LOG_LEVELS)}.", code="invalid_parameter")
+    recorded = category in ("all", "application", "security")
+    events = audit_events(caller=caller, category=category if recorded else "all", text=text, since=since,
+                          until=until)
+    if not recorded or LOG_LEVELS.index(level) > LOG_LEVELS.index(AUDIT_LEVEL):
+        return events.none()
+    return events.filter(via__icontains=source) if source else events

@@ -65,4 +65,7 @@ MAX_MEMORY_YAML_BYTES = 256 * 1024
 MAX_BATCH_OPERATIONS = 50
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
+# Past this the offset stops being a page anyone reads; the bound keeps it inside the database's integers.
+MAX_PAGE = 1_000_000
+MAX_OFFSET = MAX_PAGE * MAX_PAGE_SIZE
 MAX_SEARCH_QUERY = 1000

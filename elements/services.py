@@ -208,6 +208,7 @@ def element_publish(*, caller: Caller, element: Element, published: bool) -> Ele
     """Put an element in the team's collection, or take it out. Curators do this in admin."""
     if not (caller.via == "admin" and caller.user.is_staff):
         raise Forbidden("Only curators publish to the collection, in admin.")
+    element = element_lock(element)
     if element.published != published:
         element.published = published
         element.save(update_fields=["published"])

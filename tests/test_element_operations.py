@@ -4,10 +4,13 @@ import json
 
 import pytest
 
+import elements.operations  # noqa: F401  (fills the route table)
 from accounts.caller import Caller
 from accounts.models import AuditEvent
+from accounts.services import mcp_session_open
+from elements.mcpaql import Endpoint, run
 from elements.models import Element, UserSettings
-from elements.services import element_create
+from elements.services import confirmation_grant, element_create
 from elements.types import ElementType
 
 pytestmark = pytest.mark.django_db
@@ -154,6 +157,20 @@ def test_a_shared_server_refuses_a_path_clearly_and_reads_nothing(alice, portfol
 
     assert "this is a shared server" in error and "Pass the persona as JSON text" in error
     assert not Element.objects.exists()
+
+
+def test_a_stdio_process_reads_the_path_on_the_users_own_disk_whatever_the_setting(alice, settings, tmp_path):
+    settings.ATRIUM_SERVER_PATHS = False
+    (tmp_path / "helper.md").write_text(PERSONA_MD)
+    session = mcp_session_open(caller=Caller.trusted(alice.user, via="mcp"), transport="stdio")
+    caller = Caller.trusted(alice.user, via="mcp", session=session)
+    confirmation_grant(caller=caller, operation="import_persona", element_type="", level="session")
+
+    answer = run(Endpoint.CREATE, {"operation": "import_persona", "params": {"source": str(tmp_path / "helper.md")}},
+                 caller)
+
+    assert answer["success"], answer
+    assert Element.objects.get(owner=alice.user, name="Helper").instructions == "You ARE a helpful assistant."
 
 
 @pytest.mark.parametrize(("source", "message"), [("helper.md", "not an absolute path"),

@@ -15,7 +15,6 @@ from typing import Any
 
 import django
 from django.db import connection
-from django.utils.dateparse import parse_datetime
 
 from accounts.errors import DomainError, InvalidInput
 from accounts.selectors import audit_category
@@ -34,6 +33,7 @@ from elements.types import (
     MAX_PAGE_SIZE,
     MAX_SEARCH_QUERY,
     ElementType,
+    datetime_parse,
     element_type_parse,
 )
 from workflows.scoping import server_paths_allowed
@@ -116,12 +116,7 @@ def _list_query(call: Call, element_type: ElementType | None) -> selectors.ListQ
 
     def when(key: str) -> Any:
         value = filters.get(key)
-        if value is None:
-            return None
-        parsed = parse_datetime(value) if isinstance(value, str) else None
-        if parsed is None:
-            raise InvalidInput(f"{key} must be an ISO 8601 date-time.", code="invalid_filter")
-        return parsed
+        return None if value is None else datetime_parse(value, field=key, code="invalid_filter")
 
     return selectors.ListQuery(
         element_type=element_type, name_contains=call.filter_text("nameContains", filters),
@@ -588,7 +583,8 @@ def _target(call: Call) -> Element:
 @operation("search_by_verb", Endpoint.READ, "Find elements that handle an action verb.", params=(
     Param("verb", "string", True, "Action verb, e.g. debug"), Param("limit", "number", False, "Max results", 20)))
 def search_by_verb(call: Call) -> dict[str, Any]:
-    return similarity.search_by_verb(call.text("verb", required=True), _cards(call),
+    call.text("verb", required=True)
+    return similarity.search_by_verb(call.filter_text("verb", call.params), _cards(call),
                                      limit=call.number("limit", 20, low=1, high=100))
 
 
@@ -638,12 +634,7 @@ def get_build_info(call: Call) -> dict[str, Any]:
                    Param("limit", "number", False, "1-500", 50), Param("offset", "number", False, "Skip", 0)))
 def query_logs(call: Call) -> dict[str, Any]:
     def moment(key: str) -> Any:
-        if not call.text(key):
-            return None
-        parsed = parse_datetime(call.params[key])
-        if parsed is None:
-            raise InvalidInput(f"{key} must be an ISO 8601 date-time.", code="invalid_parameter")
-        return parsed
+        return datetime_parse(call.params[key], field=key) if call.text(key) else None
 
     events = selectors.log_entries(
         caller=call.caller, category=call.text("category") or "all", level=call.text("level") or "debug",

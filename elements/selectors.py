@@ -199,7 +199,8 @@ def element_aggregate(*, caller: Caller, query: ListQuery, group_by: str | None)
     if group_by is None:
         return result
     if group_by not in GROUP_BY_FIELDS:
-        raise InvalidInput(f"Invalid group_by field '{group_by}'. Allowed fields: {', '.join(GROUP_BY_FIELDS)}",
+        raise InvalidInput(f"Invalid group_by field '{group_by!s:.50}'. Allowed fields: "
+                           f"{', '.join(GROUP_BY_FIELDS)}",
                            code="invalid_group_by")
     groups: Counter[str] = Counter()
     if group_by == "status":

@@ -10,7 +10,6 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from accounts.caller import Caller
 from accounts.errors import DomainError, Forbidden, InvalidInput, NotFound
@@ -31,6 +30,7 @@ from elements.types import (
     MAX_MEMORY_ENTRIES,
     MAX_MEMORY_TOTAL,
     ElementType,
+    datetime_parse,
     element_type_parse,
 )
 
@@ -270,15 +270,7 @@ def _imported_entry(memory: Element, entry: object) -> MemoryEntry:
 
     def when(key: str) -> datetime | None:
         value = entry.get(key)
-        if value in (None, ""):
-            return None
-        try:
-            parsed = parse_datetime(value) if isinstance(value, str) else None
-        except ValueError:
-            parsed = None
-        if parsed is None:
-            raise InvalidInput(f"Entry {key} {value!r} is not an ISO 8601 date-time.", code="invalid_package")
-        return parsed
+        return None if value in (None, "") else datetime_parse(value, field=f"Entry {key}", code="invalid_package")
 
     fields = _entry_clean(content=entry.get("content"), tags=entry.get("tags"), metadata=entry.get("metadata"),
                           privacy_level=entry.get("privacyLevel"), trust_level=entry.get("trustLevel"))
@@ -310,7 +302,8 @@ def element_import(
         raise ElementExists(f"A {element_type.value} named '{name}' already exists. Pass overwrite: true to replace "
                             "it (its current version is kept as a revision).")
     if existing is None:
-        created_at = parse_datetime(package["created"]) if isinstance(package.get("created"), str) else None
+        created = package.get("created")
+        created_at = datetime_parse(created, field="created", code="invalid_package") if created else None
         element = element_create(caller=caller, element_type=element_type, name=name, params=params, action=action,
                                  unique_id=str(package.get("unique_id") or "") or None, created=created_at,
                                  format_version=format_version, owner=owner)

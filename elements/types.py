@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
+
+from django.utils.dateparse import parse_datetime
 
 from accounts.errors import InvalidInput
 
@@ -35,6 +38,18 @@ def element_type_parse(value: object) -> ElementType:
             code="unknown_element_type",
         )
     return found
+
+
+def datetime_parse(value: object, *, field: str, code: str = "invalid_parameter") -> datetime:
+    """An ISO 8601 date-time from a client, or an error naming `field`. A well-formed but impossible
+    date (month 13) is refused too: Django's parser raises for it rather than answering None."""
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise InvalidInput(f"{field} must be an ISO 8601 date-time (got {value!r:.40}).", code=code)
+    return parsed
 
 
 # Limits, as in the original (security/constants.ts).

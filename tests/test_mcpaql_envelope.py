@@ -118,3 +118,34 @@ def test_an_entry_with_metadata_that_is_not_an_object_is_named(alice, portfolio)
 
     assert "metadata must be an object" in error
     assert not MemoryEntry.objects.exists()
+
+
+@pytest.mark.parametrize(("operation", "element_type", "params", "field"), [
+    ("list_elements", "persona", {"createdAfter": "2026-13-45T00:00:00"}, "createdAfter"),
+    ("search", None, {"query": "*", "filters": {"createdBefore": "2026-02-30T00:00:00"}}, "createdBefore"),
+    ("query_logs", None, {"since": "2026-13-45T00:00:00"}, "since"),
+])
+def test_an_impossible_date_is_named(alice, portfolio, operation, element_type, params, field):
+    aql = portfolio(alice)
+
+    error = aql.fails("mcp_aql_read", operation, element_type, **params)
+
+    assert error.startswith(f"{field} must be an ISO 8601 date-time"), error
+
+
+def test_an_import_with_an_impossible_created_date_is_named_and_writes_nothing(alice, portfolio):
+    aql = portfolio(alice)
+    aql.ok("mcp_aql_execute", "confirm_operation", operation="import_element")
+    package = {"element_type": "persona", "element_name": "reviewer", "description": "Reviews.",
+               "instructions": "You ARE a reviewer.", "created": "2026-13-45T00:00:00"}
+
+    error = aql.fails("mcp_aql_create", "import_element", data=package)
+
+    assert error.startswith("created must be an ISO 8601 date-time"), error
+    assert not Element.objects.exists()
+
+
+def test_a_huge_verb_is_named(alice, portfolio):
+    aql = portfolio(alice)
+
+    assert "'verb' must be under 1000 characters" in aql.fails("mcp_aql_read", "search_by_verb", verb="a" * 1_000_000)

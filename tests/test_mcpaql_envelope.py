@@ -149,3 +149,16 @@ def test_a_huge_verb_is_named(alice, portfolio):
     aql = portfolio(alice)
 
     assert "'verb' must be under 1000 characters" in aql.fails("mcp_aql_read", "search_by_verb", verb="a" * 1_000_000)
+
+
+@pytest.mark.parametrize(("fields", "error"), [
+    ({"goal": 5}, "An agent needs content, instructions or goal.template."),
+    ({"goal": 5, "content": "Steps."}, "goal must be an object {template, parameters?, successCriteria?}."),
+])
+def test_an_agent_goal_that_is_not_an_object_is_refused_by_name(alice, portfolio, fields, error):
+    aql = portfolio(alice)
+    aql.ok("mcp_aql_execute", "confirm_operation", operation="create_element")
+
+    assert aql.fails("mcp_aql_create", "create_element", "agent", element_name="helper", description="Helps.",
+                     **fields) == error
+    assert not Element.objects.exists()

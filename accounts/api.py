@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -17,6 +19,9 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from accounts import selectors, services
 from accounts.authentication import caller_from_request
 from accounts.errors import DomainError
+from accounts.parsers import refuse_unsound_text
+
+logger = logging.getLogger(__name__)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -24,6 +29,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     domain errors add their own details)."""
     if isinstance(exc, DomainError):
         return Response({"error": exc.message, "code": exc.code, **exc.extra}, status=exc.http_status)
+    if isinstance(exc, OperationalError | InterfaceError):
+        logger.warning("API request failed on the database: %s", exc)
+        return Response({"error": "The database is unavailable; try again shortly.", "code": "database_unavailable"},
+                        status=503, headers={"Retry-After": "5"})
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, APIException):
         return response
@@ -63,6 +72,11 @@ class ScopedApiView(APIView):
     permission_classes = [IsAuthenticated, HasRequiredScope]
     required_scope: dict[str, str] = {}
     default_scope: str | None = None
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        refuse_unsound_text({key: values if len(values) > 1 else values[0]
+                             for key, values in request.query_params.lists()})
 
     def handle_exception(self, exc: Exception) -> Response:
         response = super().handle_exception(exc)

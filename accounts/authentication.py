@@ -10,11 +10,10 @@ from oauth2_provider.settings import oauth2_settings
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
-from rest_framework.throttling import BaseThrottle
 
 from accounts.caller import Caller
 from accounts.models import PersonalToken, User
-from accounts.ratelimit import auth_failure_record, auth_retry_after
+from accounts.ratelimit import auth_failure_record, auth_retry_after, client_address
 from accounts.scopes import ALL_SCOPES
 from accounts.services import token_digest, token_touch
 
@@ -65,7 +64,7 @@ class BearerAuthentication(BaseAuthentication):
         header = get_authorization_header(request).split()
         if not header or header[0].lower() != b"bearer":
             return None
-        ident = BaseThrottle().get_ident(request)
+        ident = client_address(request)
         retry_after = auth_retry_after(ident)
         if retry_after is not None:
             raise Throttled(wait=retry_after, detail="Too many failed authentications from this address.")

@@ -2,8 +2,14 @@
 
 - POST and DELETE only. GET would open the package's standalone SSE stream, which never ends
   and spins a CPU core, so it answers 405 (the spec allows that; SDK clients carry on).
-- Bearer authentication with a personal or OAuth token; failures are rate-limited.
+- Bearer authentication with a personal or OAuth token; failures are rate-limited per client
+  address, tool calls per token (accounts.ratelimit).
 - A browser Origin outside ATRIUM_ALLOWED_ORIGINS gets 403 (DNS-rebinding protection).
+- A body past ATRIUM_MAX_REQUEST_BYTES gets 413, and one that is not JSON, or is JSON nested
+  past accounts.input_bounds.MAX_JSON_DEPTH, gets the JSON-RPC parse error (-32700) with 400,
+  before anything walks it.
+- A database that is down (or a statement past the statement timeout) gets 503 with a JSON-RPC
+  error, never an HTML page.
 - MCP sessions live in the database (accounts.McpSession), bound to their user, so any web
   process can serve any request and a session id is useless to another user.
 - tools/list, tools/call, ping and the initialized notification are answered here, in the
@@ -15,23 +21,30 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from mcp import types
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 from mcp_server.views import MCPServerStreamableHttpView
 from pydantic import ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 
 from accounts.authentication import BearerAuthentication, caller_from_request, protected_resource_metadata_url
+from accounts.input_bounds import JsonRefused, json_parse
 from accounts.mcp_registry import TOOLS, missing_scope, tool_call, tool_list
 from accounts.models import McpSession
+from accounts.ratelimit import tool_call_retry_after
 from accounts.selectors import mcp_session_find
 from accounts.services import mcp_session_close, mcp_session_open, mcp_session_touch
+
+logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "Mcp-Session-Id"
 DIRECT_METHODS = {"tools/list", "tools/call", "ping", "notifications/initialized"}
@@ -72,10 +85,26 @@ def insufficient_scope(message_id: Any, tool_name: str, scope: str) -> JsonRespo
     return response
 
 
+def too_many_tool_calls(message_id: Any, retry_after: int) -> JsonResponse:
+    """429 with Retry-After for clients that back off on the status, and a JSON-RPC error for
+    those that read the body."""
+    response = jsonrpc_error(
+        429, message_id, -32000,
+        f"Too many tool calls on this token: at most {settings.ATRIUM_TOOL_CALLS_PER_MINUTE} a minute. "
+        f"Retry after {retry_after} seconds.",
+        retryAfter=retry_after,
+    )
+    response["Retry-After"] = str(retry_after)
+    return response
+
+
 class McpEndpoint(MCPServerStreamableHttpView):
     authentication_classes = [BearerAuthentication]
     permission_classes = [IsAuthenticated]
     http_method_names = ["post", "delete", "options"]
+    # The body is checked in dispatch, so DRF's own parser only ever sees bounded JSON; tool
+    # arguments are checked in accounts.mcp_registry, where each product's error shape is known.
+    parser_classes = [JSONParser]
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         origin = request.headers.get("Origin")
@@ -91,18 +120,49 @@ class McpEndpoint(MCPServerStreamableHttpView):
             response["Access-Control-Allow-Headers"] = CORS_ALLOW_HEADERS
             response["Access-Control-Max-Age"] = "600"
         else:
-            response = super().dispatch(request, *args, **kwargs)
+            response = self._body_refusal(request) or super().dispatch(request, *args, **kwargs)
         if origin:
             response["Access-Control-Allow-Origin"] = origin
             response["Access-Control-Expose-Headers"] = "Mcp-Session-Id, WWW-Authenticate"
             response["Vary"] = "Origin"
         return response
 
+    @staticmethod
+    def _body_refusal(request: HttpRequest) -> HttpResponse | None:
+        """413 for a body past the limit, -32700 for one that is not bounded JSON; None if it is."""
+        if request.method != "POST":
+            return None
+        limit = settings.ATRIUM_MAX_REQUEST_BYTES
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return jsonrpc_error(400, None, -32700, "Parse error: the Content-Length header is not a number.")
+        if length > limit:
+            return jsonrpc_error(413, None, -32600, f"Request body too large: {length:,} bytes; the limit is "
+                                 f"{limit:,}.")
+        try:
+            json_parse(request.body)
+        except JsonRefused as exc:
+            return jsonrpc_error(400, None, -32700, f"Parse error: {exc}")
+        return None
+
+    def handle_exception(self, exc: Exception) -> HttpResponse:
+        if isinstance(exc, OperationalError | InterfaceError):
+            logger.warning("MCP request failed on the database: %s", exc)
+            response = jsonrpc_error(503, None, -32603, "The database is unavailable; try again shortly.")
+            response["Retry-After"] = "5"
+            return response
+        return super().handle_exception(exc)
+
     def post(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
         caller = caller_from_request(request, via="mcp")
         message = request.data if isinstance(request.data, dict) else {}
         method = message.get("method")
         message_id = message.get("id")
+        if method == "tools/call":
+            retry_after = tool_call_retry_after(caller.token)
+            if retry_after is not None:
+                return too_many_tool_calls(message_id, retry_after)
 
         session: McpSession | None = None
         if method != "initialize":

@@ -27,7 +27,8 @@ from mcp_server.djangomcp import DjangoMCP, django_request_ctx
 from pydantic import ValidationError
 
 from accounts.caller import Caller
-from accounts.errors import DomainError
+from accounts.errors import DomainError, InvalidInput
+from accounts.input_bounds import MAX_JSON_DEPTH, MAX_TEXT_CHARS, first_text_problem, json_depth
 
 logger = logging.getLogger(__name__)
 
@@ -165,10 +166,45 @@ class Toolset(MCPToolset):
             if registered.context_kwarg is not None:
                 raise ImproperlyConfigured(f"Tool {spec.name} takes an MCP Context; Atrium tools use self.caller.")
             registered.parameters["additionalProperties"] = False
+            for schema in registered.parameters.get("properties", {}).values():
+                _cap_text(schema)
             TOOLS[spec.name] = spec
             TARGETS[spec.name] = (cls, attr)
             added.append(registered)
         return added
+
+
+def _cap_text(schema: dict[str, Any]) -> None:
+    """State the length limit of a text argument that declares none, as tool_call enforces it."""
+    for branch in (schema, *schema.get("anyOf", ())):
+        if branch.get("type") == "string" and "enum" not in branch and "const" not in branch:
+            branch.setdefault("maxLength", MAX_TEXT_CHARS)
+
+
+def _text_limit(schema: dict[str, Any]) -> int | None:
+    for branch in (schema, *schema.get("anyOf", ())):
+        if branch.get("type") == "string":
+            return branch.get("maxLength")
+    return None
+
+
+def argument_problem(server: DjangoMCP, name: str, arguments: dict[str, Any]) -> InvalidInput | None:
+    """The first argument whose text is too long, holds a NUL character or is not text at all
+    (a lone surrogate), at any depth; None if every one is sound."""
+    properties = server._tool_manager.get_tool(name).parameters.get("properties", {})
+    for argument, value in arguments.items():
+        if json_depth(value) > MAX_JSON_DEPTH:
+            return _too_deep(name)
+        found = first_text_problem(value, argument, _text_limit(properties.get(argument, {})))
+        if found is not None:
+            field, problem = found
+            return InvalidInput(f"Invalid arguments for {name}: {field} {problem}.", code="invalid_arguments")
+    return None
+
+
+def _too_deep(name: str) -> InvalidInput:
+    return InvalidInput(f"Invalid arguments for {name}: JSON nested more than {MAX_JSON_DEPTH} levels deep.",
+                        code="invalid_arguments")
 
 
 def current_caller() -> Caller | None:
@@ -241,12 +277,21 @@ def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: 
     refusal = call_refusal(server, name, arguments, getattr(request, "caller", None))
     if refusal is not None:
         return refusal
+    toolset, attr = TARGETS[name]
     metadata = server._tool_manager.get_tool(name).fn_metadata
+    # Checked for every tool here, after the SDK has parsed arguments sent as JSON text and before
+    # any service (or PostgreSQL) sees them; answered in the tool's own product's error shape.
     try:
-        parsed = metadata.arg_model.model_validate(metadata.pre_parse_json(arguments))
+        given = metadata.pre_parse_json(arguments)
+        problem = argument_problem(server, name, given)
+    except RecursionError:  # an argument sent as JSON text, nested too deeply for json.loads
+        given, problem = arguments, _too_deep(name)
+    if problem is not None:
+        return toolset(context=None, request=request)._error_result(problem)
+    try:
+        parsed = metadata.arg_model.model_validate(given)
     except ValidationError as exc:
         return _invalid_arguments(name, exc)
-    toolset, attr = TARGETS[name]
     # An argument named like a Python keyword (`global`) is declared as `global_` with that alias.
     kwargs = {f"{key}_" if keyword.iskeyword(key) else key: value
               for key, value in parsed.model_dump_one_level().items()}

@@ -110,3 +110,17 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name or '-'} {self.action} {self.target}"
+
+
+class RedeemedCode(models.Model):
+    """An authorization code that was exchanged for tokens, kept so that a second use of it can
+    revoke them (RFC 6749 section 4.1.2). Only the code's digest is stored; not unique, because
+    two racing exchanges of one code are both recorded and both revoked."""
+
+    digest = models.CharField(max_length=64, db_index=True)
+    client_id = models.CharField(max_length=100)
+    token_family = models.UUIDField()
+    redeemed_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"code {self.digest[:8]}… redeemed {self.redeemed_at:%Y-%m-%d %H:%M:%S}"

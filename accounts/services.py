@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,7 +17,7 @@ from oauth2_provider.models import AccessToken, RefreshToken
 
 from accounts.caller import Caller
 from accounts.errors import Forbidden, InvalidInput
-from accounts.models import AuditEvent, McpSession, PersonalToken, Scope, User
+from accounts.models import AuditEvent, McpSession, PersonalToken, RedeemedCode, Scope, User
 
 
 def token_digest(raw: str) -> str:
@@ -182,13 +183,37 @@ def mcp_session_close(*, caller: Caller, session: McpSession) -> None:
     McpSession.objects.filter(pk=session.pk, closed_at__isnull=True).update(closed_at=timezone.now())
 
 
+def code_redemption_record(*, code: str, client_id: str, token_family: uuid.UUID) -> RedeemedCode:
+    return RedeemedCode.objects.create(digest=token_digest(code), client_id=client_id, token_family=token_family)
+
+
+@transaction.atomic
+def code_reuse_revoke(*, code: str, client_id: str) -> int:
+    """An authorization code came back after it was exchanged: someone else has it too, so every
+    token issued from it is revoked (RFC 6749 section 4.1.2). The number of token families revoked."""
+    families = set(RedeemedCode.objects.filter(digest=token_digest(code), client_id=client_id)
+                   .values_list("token_family", flat=True))
+    for family in families:
+        # The whole family: refresh rotation may have minted newer tokens from the first ones.
+        RefreshToken.revoke_family(family)
+    if families:
+        audit_record(action="oauth.code_reuse", via=AuditEvent.Via.WEB, target=f"OAuth client {client_id}",
+                     detail={"revoked_token_families": len(families)})
+    return len(families)
+
+
 def expired_purge() -> dict[str, int]:
-    """Delete MCP sessions idle past their lifetime and closed a day ago, and expired OAuth tokens."""
+    """Delete MCP sessions idle past their lifetime and closed a day ago, expired OAuth tokens, and
+    redeemed-code records older than any refresh token issued from them."""
     from oauth2_provider.models import clear_expired
+    from oauth2_provider.settings import oauth2_settings
 
     now = timezone.now()
     idle = now - timedelta(days=settings.ATRIUM_MCP_SESSION_IDLE_DAYS)
     sessions, _ = McpSession.objects.filter(last_seen_at__lt=idle).delete()
     closed, _ = McpSession.objects.filter(closed_at__lt=now - timedelta(days=1)).delete()
     clear_expired()
+    if oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS:
+        lifetime = timedelta(seconds=oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS)
+        RedeemedCode.objects.filter(redeemed_at__lt=now - lifetime).delete()
     return {"sessions": sessions + closed}

@@ -16,14 +16,22 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
 from elements_bench import database_for, summary
 from harness import BASE_DIR, manage
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-EVAL = yaml.safe_load((BASE_DIR / "tests" / "fixtures" / "docs_eval.yaml").read_text())
 sys.path.insert(0, str(BASE_DIR))
+
+
+def evaluation_set() -> list[dict]:
+    import safeyaml
+
+    return safeyaml.load((BASE_DIR / "tests" / "fixtures" / "docs_eval.yaml").read_text(), schema=safeyaml.CORE,
+                         bounds=safeyaml.Bounds())
+
+
+EVAL = evaluation_set()
 
 
 def expected_markdown(question: dict) -> str:
@@ -65,7 +73,7 @@ def main() -> None:
               "database": "postgresql" if args.database_url else "sqlite"}
     url, drop = database_for(args.database_url, 1, workdir)
     env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING", "DATABASE_URL": url,
-           "PYTHONWARNINGS": "ignore::UserWarning"}
+           "PYTHONWARNINGS": "ignore::UserWarning", "ATRIUM_TOOL_CALLS_PER_MINUTE": "0"}
     try:
         manage(env, "migrate", "--no-input")
         manage(env, "import_docs")

@@ -179,7 +179,7 @@ def main() -> None:
             url, drop = database_for(args.database_url, size, workdir)
             env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING",
                    "PYTHONWARNINGS": "ignore::UserWarning", "DATABASE_URL": url, "ATRIUM_AUTH_FAILURE_LIMIT": "1000000",
-                   "BENCH_SIZE": str(size)}
+                   "ATRIUM_TOOL_CALLS_PER_MINUTE": "0", "BENCH_SIZE": str(size)}
             try:
                 manage(env, "migrate", "--no-input")
                 token = manage(env, "issue_token", "bench", "--create-user").strip().splitlines()[-1]

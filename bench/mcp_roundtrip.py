@@ -80,7 +80,8 @@ def main() -> None:
     env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING",
            "PYTHONWARNINGS": "ignore::UserWarning",
            "DATABASE_URL": args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}",
-           "ATRIUM_PUBLIC_URL": f"http://127.0.0.1:{port}", "ATRIUM_AUTH_FAILURE_LIMIT": "1000000"}
+           "ATRIUM_PUBLIC_URL": f"http://127.0.0.1:{port}", "ATRIUM_AUTH_FAILURE_LIMIT": "1000000",
+           "ATRIUM_TOOL_CALLS_PER_MINUTE": "0"}
     manage(env, "migrate", "--no-input")
     token = manage(env, "issue_token", "bench", "--create-user", "--label", "bench").strip().splitlines()[-1]
 

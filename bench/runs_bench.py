@@ -102,7 +102,8 @@ def main() -> None:
               "database": "postgresql" if args.database_url else "sqlite", "results": []}
     url, drop = database_for(args.database_url, 0, workdir)
     env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING", "DATABASE_URL": url,
-           "PYTHONWARNINGS": "ignore::UserWarning", "ATRIUM_AUTH_FAILURE_LIMIT": "1000000"}
+           "PYTHONWARNINGS": "ignore::UserWarning", "ATRIUM_AUTH_FAILURE_LIMIT": "1000000",
+           "ATRIUM_TOOL_CALLS_PER_MINUTE": "0"}
     try:
         manage(env, "migrate", "--no-input")
         token = manage(env, "issue_token", "bench", "--create-user").strip().splitlines()[-1]

@@ -124,7 +124,7 @@ def main() -> None:
             url, drop = database_for(args.database_url, size, workdir)
             env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING",
                    "PYTHONWARNINGS": "ignore::UserWarning", "DATABASE_URL": url, "BENCH_SIZE": str(size),
-                   "BENCH_SMALL": SMALL}
+                   "BENCH_SMALL": SMALL, "ATRIUM_TOOL_CALLS_PER_MINUTE": "0"}
             try:
                 manage(env, "migrate", "--no-input")
                 manage(env, "issue_token", "bench", "--create-user")

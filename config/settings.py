@@ -5,6 +5,7 @@ eagerly in-process, an in-memory cache. Production sets DATABASE_URL, CELERY_BRO
 CACHE_URL, SECRET_KEY, ALLOWED_HOSTS and ATRIUM_PUBLIC_URL.
 """
 
+import ipaddress
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -60,9 +61,34 @@ ATRIUM_OPEN_SIGNUP = env_bool("ATRIUM_OPEN_SIGNUP")
 # caller's registered project roots and no user can make the server read its own files.
 ATRIUM_SERVER_PATHS = env_bool("ATRIUM_SERVER_PATHS", DEBUG)
 
-# Failed authentications per client address before it gets 429, and the window they count in.
+# Load balancers and reverse proxies whose X-Forwarded-For is believed (addresses or CIDRs).
+# From anyone else the header is ignored, so a client cannot pick the address it is counted as.
+ATRIUM_TRUSTED_PROXIES = env_list("ATRIUM_TRUSTED_PROXIES")
+for _proxy in ATRIUM_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError as _error:
+        raise ImproperlyConfigured(f"ATRIUM_TRUSTED_PROXIES: {_error}") from None
+if os.environ.get("NUM_PROXIES"):
+    # Counting hops trusted the header's shape rather than who wrote it; refuse to start rather
+    # than silently count every client as the load balancer.
+    raise ImproperlyConfigured("NUM_PROXIES is replaced by ATRIUM_TRUSTED_PROXIES: list the proxies' addresses.")
+
+# Where script nodes run: "bwrap" (bubblewrap namespaces, an unprivileged uid, a read-only system; the
+# only choice a hosted server has) or "subprocess" (a plain child process of the server, honoured only
+# with DEBUG on, for a local single-user server without bubblewrap). See docs/operations.md.
+ATRIUM_SCRIPT_SANDBOX = os.environ.get("ATRIUM_SCRIPT_SANDBOX", "bwrap").strip().lower()
+if ATRIUM_SCRIPT_SANDBOX not in {"bwrap", "subprocess"}:
+    raise ImproperlyConfigured("ATRIUM_SCRIPT_SANDBOX must be bwrap or subprocess.")
+
+# Failed authentications (tokens, passwords, OAuth token requests) per client address before
+# it gets 429, and the window they count in.
 ATRIUM_AUTH_FAILURE_LIMIT = int(os.environ.get("ATRIUM_AUTH_FAILURE_LIMIT", "20"))
 ATRIUM_AUTH_FAILURE_WINDOW = int(os.environ.get("ATRIUM_AUTH_FAILURE_WINDOW", "300"))
+# Anonymous OAuth client registrations per client address per hour.
+ATRIUM_REGISTRATIONS_PER_HOUR = int(os.environ.get("ATRIUM_REGISTRATIONS_PER_HOUR", "60"))
+# Tool calls per token per minute; 0 turns the limit off.
+ATRIUM_TOOL_CALLS_PER_MINUTE = int(os.environ.get("ATRIUM_TOOL_CALLS_PER_MINUTE", "600"))
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -88,6 +114,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -97,6 +124,11 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
 ]
+
+# The largest request body any endpoint reads (Django refuses a larger one); /mcp answers a
+# JSON-RPC error for it. An element import of 4 MB, escaped into a JSON string, fits.
+ATRIUM_MAX_REQUEST_BYTES = int(os.environ.get("ATRIUM_MAX_REQUEST_BYTES", str(10 * 1024 * 1024)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = ATRIUM_MAX_REQUEST_BYTES
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -136,6 +168,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # one per test process, so two test runs never share one.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 
+# A statement from a web request that runs longer than this is cancelled, so one slow query
+# cannot hold a web thread (and its connection) indefinitely; 0 means no limit. Celery workers,
+# which run long syncs and imports, set ATRIUM_WORKER_STATEMENT_TIMEOUT_MS on their connections
+# instead (config/celery.py). A database that is down fails a request within
+# ATRIUM_DATABASE_CONNECT_TIMEOUT seconds instead of hanging it.
+ATRIUM_STATEMENT_TIMEOUT_MS = int(os.environ.get("ATRIUM_STATEMENT_TIMEOUT_MS", "15000"))
+ATRIUM_WORKER_STATEMENT_TIMEOUT_MS = int(os.environ.get("ATRIUM_WORKER_STATEMENT_TIMEOUT_MS", "600000"))
+ATRIUM_DATABASE_CONNECT_TIMEOUT = int(os.environ.get("ATRIUM_DATABASE_CONNECT_TIMEOUT", "3"))
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options.setdefault("connect_timeout", ATRIUM_DATABASE_CONNECT_TIMEOUT)
+    _options["options"] = " ".join(filter(None, [_options.get("options", ""),
+                                                 f"-c statement_timeout={ATRIUM_STATEMENT_TIMEOUT_MS}"]))
+
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
     # Every ASGI request runs in a fresh thread, so per-thread persistent connections are never
     # reused; a process-wide pool saves a connection handshake on every request.
@@ -143,7 +189,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": int(os.environ.get("DATABASE_POOL_MIN", "2")),
         "max_size": int(os.environ.get("DATABASE_POOL_MAX", "20")),
-        "timeout": 10,
+        # How long a request waits for a connection: a pool that cannot connect fails it here.
+        "timeout": ATRIUM_DATABASE_CONNECT_TIMEOUT,
     }
 
 CACHE_URL = os.environ.get("CACHE_URL", "")
@@ -200,6 +247,28 @@ if not DEBUG:
     CSRF_COOKIE_SECURE = _public.scheme == "https"
 if env_bool("ATRIUM_BEHIND_PROXY"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if _public.scheme == "https":
+    # SecurityMiddleware sends the header only on requests that arrived over https (behind a
+    # TLS-terminating proxy that needs ATRIUM_BEHIND_PROXY), so plain-http development is unaffected.
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS")
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD")
+
+# Scripts only from our own files, so markup that slips into a page (a docs page, an element's
+# text) cannot run. Inline styles stay allowed: admin and Swagger UI use them, and they cannot
+# run code. No form-action: browsers apply it to the redirect after the consent form, which
+# goes to each OAuth client's own callback.
+ATRIUM_CONTENT_SECURITY_POLICY = os.environ.get("ATRIUM_CONTENT_SECURITY_POLICY", "; ".join([
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self'",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "base-uri 'self'",
+    "frame-ancestors 'none'",
+]))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -209,8 +278,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "accounts.api.exception_handler",
-    # Proxies in front of the server, so the client address is read from X-Forwarded-For.
-    "NUM_PROXIES": int(os.environ["NUM_PROXIES"]) if os.environ.get("NUM_PROXIES") else None,
+    # DRF throttles would read X-Forwarded-For from anyone; none is used, and any added must key
+    # on accounts.ratelimit.client_address. Zero makes DRF's own reading ignore the header.
+    "NUM_PROXIES": 0,
+    "DEFAULT_PARSER_CLASSES": [
+        "accounts.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 
 SPECTACULAR_SETTINGS = {
@@ -226,6 +301,7 @@ SPECTACULAR_SETTINGS = {
 
 OAUTH2_PROVIDER = {
     "SCOPES_BACKEND_CLASS": "accounts.oauth.DatabaseScopes",
+    "OAUTH2_VALIDATOR_CLASS": "accounts.oauth.OAuth2Validator",
     "PKCE_REQUIRED": True,
     "ALLOW_LOCALHOST_LOOPBACK": True,
     "ROTATE_REFRESH_TOKEN": True,

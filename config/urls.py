@@ -1,10 +1,12 @@
+from allauth.account import views as allauth_views
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from oauth2_provider import views as oauth2_views
 
 from accounts import oauth
 from accounts.endpoint import McpEndpoint
+from accounts.ratelimit import refuse_blocked_address
 from config import views
 from workflows.urls import project_urlpatterns
 
@@ -12,6 +14,10 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("mcp", McpEndpoint.as_view(), name="mcp"),
+    # The sign-in forms, ahead of the includes that also route them, so an address with too many
+    # failed authentications is refused before any password is checked.
+    path("admin/login/", refuse_blocked_address(admin.site.login)),
+    path("accounts/login/", refuse_blocked_address(allauth_views.login)),
     path("admin/", admin.site.urls),
     path("runs/", include("runs.urls")),
     path("docs/", include("docs_kb.urls")),
@@ -23,7 +29,7 @@ urlpatterns = [
     path("api/runs/", include("runs.api_urls")),
     path("api/kb/", include("docs_kb.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     # OAuth 2.1 authorization server. Only the endpoints MCP clients use are mounted: no
     # implicit/password grants, no device flow, no application self-service pages.
     path(
@@ -32,7 +38,7 @@ urlpatterns = [
             (
                 [
                     path("authorize/", oauth.AuthorizationView.as_view(), name="authorize"),
-                    path("token/", oauth2_views.TokenView.as_view(), name="token"),
+                    path("token/", oauth.TokenView.as_view(), name="token"),
                     path("revoke/", oauth2_views.RevokeTokenView.as_view(), name="revoke-token"),
                     path("register/", oauth.RegistrationView.as_view(), name="dcr-register"),
                     path(

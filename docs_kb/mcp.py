@@ -9,9 +9,11 @@ from pydantic import Field
 
 from accounts.mcp_registry import Toolset, tool
 from docs_kb import selectors
+from docs_kb.selectors import MAX_QUESTION_CHARS, MAX_QUESTION_WORDS
 
 READ = "docs:read"
-Question = Annotated[str, Field(description="A natural-language question.")]
+Question = Annotated[str, Field(max_length=MAX_QUESTION_CHARS, description="A natural-language question, "
+                                                                          f"at most {MAX_QUESTION_WORDS} words.")]
 MaxSections = Annotated[int, Field(ge=1, le=20, description="At most this many sections (default 5).")]
 MaxChars = Annotated[int, Field(ge=500, le=20000, description="Total characters of section text (default 6000).")]
 
@@ -33,8 +35,8 @@ class DocsTools(Toolset):
 
     @tool(name="search_docs", title="Search the docs", scope=READ, read_only=True, destructive=False,
           idempotent=True, open_world=False)
-    def search_docs(self, query: Annotated[str, Field(description="Words to look for; prefixes and typos are "
-                                                                  "matched too.")],
+    def search_docs(self, query: Annotated[str, Field(max_length=MAX_QUESTION_CHARS, description=(
+                        f"Words to look for (at most {MAX_QUESTION_WORDS}); prefixes and typos are matched too."))],
                     limit: Annotated[int, Field(ge=1, le=50, description="At most this many hits (default 20).")]
                     = 20) -> Any:
         """Ranked hits, each {slug, title, headingId, headingText, snippet, score}, the snippet up to about 80

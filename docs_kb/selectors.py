@@ -26,6 +26,10 @@ def docs_list() -> list[dict[str, str]]:
             for slug, title, description in DocPage.objects.values_list("slug", "title", "description")]
 
 
+MAX_QUESTION_CHARS = 1_000
+MAX_QUESTION_WORDS = 100
+
+
 def doc_get(*, slug: str) -> DocPage:
     page = DocPage.objects.filter(slug=slug_clean(slug)).first()
     if page is None:
@@ -36,6 +40,13 @@ def doc_get(*, slug: str) -> DocPage:
 def _question(text: str, what: str = "question") -> str:
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput(f"The {what} is empty.", code="empty_question")
+    # Every word is looked up, and on PostgreSQL becomes a term of one tsquery: thousands of them
+    # take seconds to rank and overflow PostgreSQL's stack.
+    if len(text) > MAX_QUESTION_CHARS:
+        raise InvalidInput(f"The {what} is {len(text):,} characters long; the limit is {MAX_QUESTION_CHARS:,}.")
+    count = len(search.WORD.findall(text.lower()))
+    if count > MAX_QUESTION_WORDS:
+        raise InvalidInput(f"The {what} has {count} words; the limit is {MAX_QUESTION_WORDS}.")
     return text.strip()
 
 

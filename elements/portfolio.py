@@ -14,8 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
+import safeyaml
 from accounts.errors import InvalidInput
 from elements.types import MAX_FILE_BYTES, MAX_FRONTMATTER_BYTES, ElementType, element_type_parse
 from elements.validation import safe_yaml_load
@@ -34,35 +33,21 @@ _CORE_NON_STRING = re.compile(
     r"~|null|Null|NULL|true|True|TRUE|false|False|FALSE|[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+"
     r"|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
 )
-# Characters YAML reads as line breaks, besides \n and \r.
-_UNICODE_BREAKS = re.compile("[\x85\u2028\u2029]")
 _TOP_TAGS = 10
 
 
-class _Dumper(yaml.SafeDumper):
-    def ignore_aliases(self, data: Any) -> bool:
-        # safe_yaml_load refuses anchors and aliases, so a value used twice is written twice.
-        return True
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+def _string_style(value: str) -> str | None:
     if _CORE_NON_STRING.fullmatch(value):
-        style = "'"
-    elif _UNICODE_BREAKS.search(value):
-        style = '"'  # the one style that escapes them; any other would turn them into newlines
-    else:
-        # Instructions read best as a literal block; the emitter falls back to quotes where a block
-        # would not keep the text exactly (carriage returns, trailing spaces).
-        style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _represent_str)
+        return "'"
+    # Instructions read best as a literal block; the emitter falls back to quotes where a block
+    # would not keep the text exactly (carriage returns, trailing spaces).
+    return "|" if "\n" in value else None
 
 
 def yaml_dump(data: dict[str, Any]) -> str:
-    """YAML that safe_yaml_load reads back to the same values (strings that look like numbers quoted)."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=True, allow_unicode=True, default_flow_style=False)
+    """YAML that safe_yaml_load reads back to the same values (strings that look like numbers quoted,
+    and no anchors, which safe_yaml_load refuses: a value used twice is written twice)."""
+    return safeyaml.dump(data, string_style=_string_style, sort_keys=True)
 
 
 def filename_for(name: str) -> str:

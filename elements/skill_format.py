@@ -16,11 +16,9 @@ import json
 import re
 import sys
 import unicodedata
-from datetime import date
 from typing import Any
 
-import yaml
-
+import safeyaml
 from accounts.errors import InvalidInput
 from elements.types import MAX_DESCRIPTION_LENGTH, MAX_FRONTMATTER_BYTES
 
@@ -411,13 +409,14 @@ def _split_frontmatter(text: str, where: str) -> tuple[dict[str, Any], str]:
         raise InvalidInput(f"{where} must start with YAML frontmatter between two '---' lines.")
     if len(match[1].encode()) > MAX_FRONTMATTER_BYTES:
         raise InvalidInput(f"{where} frontmatter is larger than {MAX_FRONTMATTER_BYTES // 1024} KB.")
+    # Plain frontmatter never needs aliases, which can expand a small document into a huge one.
+    bounds = safeyaml.Bounds(anchors=False, tags=False)
     try:
-        # Aliases can expand a small document into a huge one; plain frontmatter never needs them.
-        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(match[1], Loader=yaml.SafeLoader)):
-            raise InvalidInput(f"{where} frontmatter uses YAML aliases; write the values out in full.")
-        loaded = yaml.safe_load(match[1])
-    except yaml.YAMLError as exc:
-        raise InvalidInput(f"{where} frontmatter is not valid YAML: {exc}") from exc
+        loaded = safeyaml.load(match[1], schema=safeyaml.CORE, bounds=bounds)
+    except safeyaml.InvalidYAML as exc:
+        if exc.unsafe:
+            raise InvalidInput(f"{where} frontmatter is refused: {exc.message}") from exc
+        raise InvalidInput(f"{where} frontmatter is not valid YAML: {exc.message}.") from exc
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):
@@ -426,33 +425,20 @@ def _split_frontmatter(text: str, where: str) -> tuple[dict[str, Any], str]:
 
 
 def _json_safe(value: Any) -> Any:
-    """YAML loads dates, sets and bytes; results and round-trip states travel as JSON."""
+    """Mapping keys as text: YAML keys may be numbers, booleans or null, and results and round-trip
+    states travel as JSON."""
     if isinstance(value, dict):
         return {str(key): _json_safe(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_json_safe(item) for item in value]
-    if isinstance(value, date):
-        return value.isoformat()
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
-
-
-class _BlockStyleDumper(yaml.SafeDumper):
-    """Writes multi-line strings as `|` blocks, so instructions in frontmatter stay readable."""
-
-
-def _represent_text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    # PyYAML falls back to a quoted style by itself when a block cannot hold the text exactly.
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
-
-
-_BlockStyleDumper.add_representer(str, _represent_text)
+    return value
 
 
 def _dump_yaml(data: dict[str, Any]) -> str:
-    # No line width: a folded description would be valid YAML but awkward for people to edit.
-    return yaml.dump(data, Dumper=_BlockStyleDumper, sort_keys=False, allow_unicode=True, width=sys.maxsize)
+    # Multi-line strings as `|` blocks, so instructions in frontmatter stay readable; no line width:
+    # a folded description would be valid YAML but awkward for people to edit.
+    return safeyaml.dump(data, string_style=lambda value: "|" if "\n" in value else None, sort_keys=False,
+                         width=sys.maxsize)
 
 
 def _required_text(fields: dict[str, Any], key: str, where: str) -> str:

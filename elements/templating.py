@@ -6,6 +6,7 @@ validating and rendering a template all read the content the same way.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from contextlib import suppress
 from datetime import date, datetime
 from typing import Any
+
+import re2
 
 from accounts.errors import InvalidInput
 from elements.types import (
@@ -32,7 +35,9 @@ _NAME = re.compile(r"[a-zA-Z_]\w*", re.ASCII)
 _SECTION = re.compile(r"<(template|style|script)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 # `?` is left out: an optional part is rarely what makes a pattern backtrack exponentially.
-_QUANTIFIER = re.compile(r"[*+]|\{(\d*)(,?)(\d*)\}")
+MAX_VALIDATION_PATTERN = 1_000
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # an author's mistake is reported to the author, not to the server log
 
 _VARIABLE_TYPES = ("string", "number", "boolean", "date", "array", "object")
 _RAW_SECTIONS = ("style", "script")
@@ -150,73 +155,22 @@ def _declaration_problems(label: str, variable: dict[str, Any]) -> list[str]:
 def _pattern_problem(pattern: object) -> str | None:
     if not isinstance(pattern, str):
         return "has a validation pattern that is not text."
+    if len(pattern) > MAX_VALIDATION_PATTERN:
+        return f"has a validation pattern of {len(pattern)} characters; the limit is {MAX_VALIDATION_PATTERN}."
     try:
-        re.compile(pattern)
-    except re.error as error:
-        return f"has an invalid validation pattern: {error}."
-    if _has_nested_quantifier(pattern):
-        return (
-            "has a validation pattern with nested quantifiers (like (a+)+), which can take exponential time "
-            "to check; simplify it."
-        )
+        _compiled(pattern)
+    except re2.error as error:
+        reason = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else str(error)
+        return (f"has an invalid validation pattern: {reason} (patterns use RE2 syntax, which has no "
+                "backreferences or lookaround).")
     return None
 
 
-def _has_nested_quantifier(pattern: str) -> bool:
-    """True when a group that repeats contains something of variable length, like (a+)+ or (\\w*,)*.
-
-    Python's `re` has no match timeout, so patterns that backtrack exponentially are refused up front.
-    Expects a pattern that compiles, so brackets and groups are balanced.
-    """
-    varies = [False]  # one flag per open group, the whole pattern first: does anything inside vary in length?
-    position = 0
-    while position < len(pattern):
-        if pattern.startswith("(?#", position):  # a comment may hold any character, brackets included
-            position = pattern.index(")", position) + 1
-            continue
-        if pattern[position] == "(":
-            varies.append(False)
-            position += 1
-            continue
-        inner = varies.pop() if pattern[position] == ")" else False
-        position = _atom_end(pattern, position)
-        quantifier = _QUANTIFIER.match(pattern, position)
-        if quantifier is None:
-            varies[-1] = varies[-1] or inner
-            continue
-        low, high = _quantifier_bounds(quantifier)
-        if inner and (high is None or high > 1):
-            return True
-        varies[-1] = varies[-1] or inner or high is None or high > low
-        position = quantifier.end()
-    return False
-
-
-def _atom_end(pattern: str, position: int) -> int:
-    """Where the single-character atom, escape or character class starting at `position` ends."""
-    if pattern[position] == "\\":
-        return position + 2
-    if pattern[position] != "[":
-        return position + 1
-    end = position + 1
-    if pattern.startswith("^", end):
-        end += 1
-    if pattern.startswith("]", end):  # a `]` right after `[` or `[^` is a literal
-        end += 1
-    while pattern[end] != "]":
-        end += 2 if pattern[end] == "\\" else 1
-    return end + 1
-
-
-def _quantifier_bounds(quantifier: re.Match[str]) -> tuple[int, int | None]:
-    """Least and most repetitions (None: unbounded) of `*`, `+`, `{n}`, `{n,}`, `{,m}` or `{n,m}`."""
-    if quantifier.group() in ("*", "+"):
-        return (0 if quantifier.group() == "*" else 1), None
-    low, comma, high = quantifier.groups()
-    least = int(low or 0)
-    if not comma:
-        return least, least
-    return least, int(high) if high else None
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> Any:
+    """The pattern in RE2, which matches in time linear in the text: a pattern such as (a|a)*b would
+    make Python's backtracking `re` run for minutes over a long value."""
+    return re2.compile(pattern, _RE2_OPTIONS)
 
 
 def _raw_section(parts: dict[str, str] | None, section: str) -> str:
@@ -286,7 +240,7 @@ def _check_string(name: str, variable: dict[str, Any], value: Any) -> Any:
     if len(text) > MAX_TEMPLATE_STRING_VALUE:
         raise _bad_value(f"Variable '{name}' is {len(text)} characters; the limit is {MAX_TEMPLATE_STRING_VALUE}")
     pattern = variable.get("validation")
-    if pattern is not None and re.fullmatch(pattern, text) is None:
+    if pattern is not None and _compiled(pattern).fullmatch(text) is None:
         raise _bad_value(f"Variable '{name}' does not match its validation pattern {pattern}")
     options = variable.get("options")
     if options is not None and text not in options:

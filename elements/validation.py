@@ -13,15 +13,9 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
-import yaml
-from yaml.composer import Composer
-from yaml.constructor import ConstructorError, SafeConstructor
-from yaml.cyaml import CParser
-from yaml.reader import ReaderError
-from yaml.resolver import Resolver
-
+import safeyaml
 from accounts.errors import InvalidInput
 from elements.types import (
     MAX_CONTENT_LENGTH,
@@ -452,110 +446,10 @@ def check_body(text: str, *, element_type: ElementType, field: str) -> None:
 # YAML
 # ---------------------------------------------------------------------------------------------
 
-_CORE_TAG = "tag:yaml.org,2002:"
 _MAX_ALIASES = 10
-# Well past any real element, and well short of Python's recursion limit while composing.
+# Well past any real element: the bounds are checked on the event stream before anything is built.
 _MAX_YAML_DEPTH = 64
-_SAFE_YAML = "only strings, numbers, booleans, null, lists and mappings are"
-
-
-def _construct_int(loader: SafeConstructor, node: yaml.ScalarNode) -> int:
-    text = loader.construct_scalar(node)
-    # The core schema's 0o17 and 0x1F, and decimal 010 (YAML 1.1 would read that as octal 8).
-    base = 16 if "x" in text else 8 if "o" in text else 10
-    try:
-        return int(text, base)
-    except ValueError as exc:  # Python refuses to convert integers of more than 4300 digits
-        raise ConstructorError(None, None, f"integer too large ({len(text)} digits)",
-                                                node.start_mark) from exc
-
-
-def _show_tag(tag: str) -> str:
-    return "!!" + tag.removeprefix(_CORE_TAG) if tag.startswith(_CORE_TAG) else tag
-
-
-class _CoreSchemaLoader(Composer, SafeConstructor, Resolver, CParser):
-    """The YAML 1.2 core schema the original reads with: null, booleans, numbers, strings, lists, mappings.
-
-    Dates and yes/no stay strings and `<<` is an ordinary key. Every node is checked as it is
-    composed, so a tag, an anchor or an alias bomb is refused before anything is constructed.
-    libyaml parses (the pure-Python parser takes half a minute over a 4 MB import); composing
-    stays in Python, where the checks can see each node.
-    """
-
-    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, re.Pattern[str]]]]] = {}
-
-    def __init__(self, text: str, *, allow_aliases: bool) -> None:
-        CParser.__init__(self, text)
-        Composer.__init__(self)
-        SafeConstructor.__init__(self)
-        Resolver.__init__(self)
-        self.allow_aliases = allow_aliases
-        self.alias_count = 0
-        self.open_anchors: set[str] = set()
-        self.depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> yaml.Node:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent):
-            self._check_alias(event)
-            return super().compose_node(parent, index)
-        self._check_node(event)
-        if event.anchor is not None:
-            self.open_anchors.add(event.anchor)
-        self.depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-            self.open_anchors.discard(event.anchor)
-
-    def _check_node(self, event: yaml.ScalarEvent | yaml.CollectionStartEvent) -> None:
-        line = event.start_mark.line + 1
-        if event.tag is not None:
-            raise InvalidInput(f"YAML tag {_show_tag(event.tag)} at line {line} is not allowed: {_SAFE_YAML}.",
-                               code="unsafe_yaml")
-        if event.anchor is not None and not self.allow_aliases:
-            raise InvalidInput(f"YAML anchors and aliases are not allowed (found &{event.anchor} at line {line}).",
-                               code="unsafe_yaml")
-        if self.depth >= _MAX_YAML_DEPTH:
-            raise InvalidInput(f"YAML nested too deeply at line {line}: at most {_MAX_YAML_DEPTH} levels.",
-                               code="unsafe_yaml")
-
-    def _check_alias(self, event: yaml.AliasEvent) -> None:
-        line = event.start_mark.line + 1
-        if not self.allow_aliases:
-            raise InvalidInput(f"YAML anchors and aliases are not allowed (found *{event.anchor} at line {line}).",
-                               code="unsafe_yaml")
-        if event.anchor in self.open_anchors:
-            raise InvalidInput(f"YAML alias *{event.anchor} at line {line} refers to a node that contains it.",
-                               code="unsafe_yaml")
-        self.alias_count += 1
-        if self.alias_count > _MAX_ALIASES:
-            raise InvalidInput(f"YAML has more than {_MAX_ALIASES} aliases (at line {line}): repeated aliases can "
-                               "expand a small file into a huge one.", code="unsafe_yaml")
-
-
-for _tag, _pattern, _first in (
-    ("null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
-    ("bool", r"true|True|TRUE|false|False|FALSE", list("tTfF")),
-    ("int", r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", list("-+0123456789")),
-    ("float", r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
-     list("-+.0123456789")),
-):
-    _CoreSchemaLoader.add_implicit_resolver(_CORE_TAG + _tag, re.compile(rf"^(?:{_pattern})$"), _first)
-_CoreSchemaLoader.add_constructor(_CORE_TAG + "int", _construct_int)
-
-
-def _yaml_error(exc: yaml.MarkedYAMLError | ReaderError, text: str) -> InvalidInput:
-    if isinstance(exc, ReaderError):
-        line = text.count("\n", 0, max(text.find(chr(exc.character)), 0)) + 1
-        return InvalidInput(f"Invalid YAML: character U+{exc.character:04X} at line {line} is not allowed.",
-                            code="invalid_yaml")
-    problem = ", ".join(part for part in (exc.context, exc.problem) if part)
-    mark = exc.problem_mark or exc.context_mark
-    where = f" at line {mark.line + 1}" if mark is not None else ""
-    return InvalidInput(f"Invalid YAML: {problem}{where}.", code="invalid_yaml")
+_MAX_YAML_VALUES = 1_000_000
 
 
 def safe_yaml_load(text: str, *, max_bytes: int = MAX_FRONTMATTER_BYTES, allow_aliases: bool = False) -> object:
@@ -567,7 +461,11 @@ def safe_yaml_load(text: str, *, max_bytes: int = MAX_FRONTMATTER_BYTES, allow_a
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise InvalidInput(f"YAML too large: maximum {max_bytes} bytes (got {size}).", code="too_large")
+    bounds = safeyaml.Bounds(depth=_MAX_YAML_DEPTH, values=_MAX_YAML_VALUES, aliases=_MAX_ALIASES,
+                             anchors=allow_aliases, tags=False)
     try:
-        return _CoreSchemaLoader(text, allow_aliases=allow_aliases).get_single_data()
-    except (yaml.MarkedYAMLError, ReaderError) as exc:
-        raise _yaml_error(exc, text) from exc
+        return safeyaml.load(text, schema=safeyaml.CORE, bounds=bounds)
+    except safeyaml.InvalidYAML as exc:
+        if exc.unsafe:
+            raise InvalidInput(exc.message, code="unsafe_yaml") from exc
+        raise InvalidInput(f"Invalid YAML: {exc.message}.", code="invalid_yaml") from exc

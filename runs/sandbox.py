@@ -1,32 +1,66 @@
-"""Running a workflow's script node in a separate, limited process.
+"""Running a workflow's script node inside a sandbox.
 
-Each call gets a fresh temporary working directory holding the workflow's bundled files, a clean
-environment (nothing of the server's: no SECRET_KEY, no DATABASE_URL), resource limits, its own
-session so a timeout or cancel kills every process it started, and, where the OS allows, a network
-namespace without a usable interface. The directory is removed afterwards in every case.
+Every run gets a fresh private directory holding the workflow's bundled files (its working directory,
+HOME and $ATRIUM_WORKFLOW_DIR), removed afterwards in every case, and the mode in force (`mode()`)
+decides what surrounds it.
 
-Limits are applied by a tiny Python launcher (`_LAUNCHER`) that sets them on itself and then execs
-the user's program, rather than by `subprocess.Popen(preexec_fn=...)`: preexec_fn runs Python code
-between fork and exec, which can deadlock when the parent has other threads (Celery thread pools,
-threaded web workers), and this module is called from both. Without preexec_fn, subprocess does the
-fork, setsid and exec in C, which is thread-safe. The launcher is the server's interpreter binary
-started fresh with -I -S (no site, no PYTHON* variables) and it is replaced by the user's program at
-exec, so user code never runs in the server's interpreter. `prlimit` would do the same job but is not
-installed everywhere; sys.executable always is.
+**bwrap** (the default, and the only mode a hosted server runs scripts in). bubblewrap starts the
+script in fresh PID, mount, IPC, UTS and (unless the job asks for the network) network namespaces,
+with --die-with-parent and --new-session, an environment built from nothing (--clearenv), and a
+filesystem made only of read-only /usr, /bin, /lib*, the few /etc files that sh and common tools
+need, a /proc of the sandbox's own PID namespace, a minimal /dev, small tmpfs /tmp and /dev/shm, and
+the private directory. The project, var/, the database, the venv, /root, /home and other processes
+do not exist in there; where the project or the venv lies under /usr it is covered by an empty tmpfs.
+Inside, `prlimit` (util-linux) sets the resource limits (the server's Python is not in the sandbox to
+do it) and a few lines of Perl (perl-base is part of every Debian system) start the program and
+report its real wait status on a pipe: bwrap itself turns "killed by signal N" into exit status
+128+N, which would make an `exit 137` and a SIGKILL look alike.
 
-What this does not contain: a script runs as the server's user and can read what that user can read
-(as root it could even raise its own hard limits back), and a process that calls setsid itself leaves
-the process group and survives the kill.
+The uid outside the sandbox is never the server's. Running as root, bwrap creates no user namespace
+(in one, the sandbox's uid would map back to root outside) and `setpriv` switches to a uid of its own,
+with no groups, no capabilities, an empty bounding set and no_new_privs, just before the program
+starts. With the server's uid, anything the mount namespace let through by mistake (a root-owned
+0600 file, a socket) would be open to the script with the server's rights, and RLIMIT_NPROC would
+not count at all for root. A uid that owns nothing on the host can read only world-readable files of
+what is mounted, can signal nothing outside, and RLIMIT_NPROC counts its processes alone. Each
+concurrent sandbox takes its own uid, UID_BASE + slot, claimed with flock on SLOT_DIR/<slot>.lock
+across every server process on the host, so the process limit is per sandbox and two sandboxes can
+never signal each other; a slot whose uid still has a process is skipped. UID_BASE lies in a range
+systemd leaves unused (1879048192-2147483647): no system user, login user or container range owns it.
+
+When the server does not run as root, bwrap uses an unprivileged user namespace (the kernel must allow
+them: kernel.unprivileged_userns_clone, and on Ubuntu an AppArmor profile for bwrap). The namespaces,
+the filesystem, the environment and the limits are the same, and RLIMIT_NPROC still counts only the
+sandbox's processes (Linux 5.14 and later count it per user namespace); but outside the sandbox its
+processes keep the server's uid, so the mount namespace alone keeps them from the server's files.
+
+**subprocess**, only when ATRIUM_SCRIPT_SANDBOX=subprocess and DEBUG is on (a local, single-user
+server, e.g. on a machine without bubblewrap): the script is a plain child process of the server with
+a clean environment, the same limits, its own session and, where `unshare --net` works, no network.
+It runs as the server's user and can read what that user can read, and a process that calls setsid
+itself survives the kill. Limits are set by a tiny launcher (`_LAUNCHER`) run by the server's
+interpreter with -I -S, not by preexec_fn, which can deadlock in a threaded parent.
+
+Otherwise (no bubblewrap, or it cannot create namespaces here) script nodes are refused:
+`unavailable_reason()` says why and what to install, and `script_run` returns a failed result with
+that reason instead of running anything.
+
+Timeout and cancel kill the sandbox's PID 1 (found through bwrap's --json-status-fd and held by a
+pidfd, so the kill cannot reach a recycled pid), which ends every process in the PID namespace,
+including those that called setsid. The same happens when the program exits on its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import math
 import os
 import re
+import resource
+import select
 import selectors
 import shutil
 import signal
@@ -34,7 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -48,12 +82,30 @@ MIB = 1024 * 1024
 OUTPUT_CAP_BYTES = MIB  # per stream; the head is kept
 FILE_SIZE_LIMIT_BYTES = 64 * MIB
 OPEN_FILES_LIMIT = 256
+# RLIMIT_NPROC counts threads too, so a JVM or a thread pool needs some room.
+PROCESS_LIMIT = 128
+TMPFS_BYTES = 64 * MIB  # each of the sandbox's /tmp and /dev/shm
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Where the server looks for bwrap, setpriv, prlimit and perl: the system's own directories only.
+TOOLS_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
+UID_BASE = 1_900_000_000
+UID_SLOTS = 1000
+SLOT_DIR = Path("/run/atrium-sandbox")
 TERM_GRACE_SECONDS = 0.5
-# After the kill, how long to wait for the pipes to close. Only a process that escaped the group
-# (setsid) can hold them open longer, and it must not hang the caller.
+# After the kill, how long to wait for the pipes to close and the sandbox to be gone. Only a process
+# that escaped (subprocess mode: setsid) can hold the pipes open longer, and it must not hang the caller.
 DRAIN_SECONDS = 2.0
 PROTECTED_ENV = ("ATRIUM_WORKFLOW_DIR", "ROSCOE_WORKFLOW_DIR", "HOME")
+INSTALL_HINT = "apt-get install bubblewrap"
+
+# The parts of /etc that the C library, sh and common tools read. Everything else there (shadow, ssh
+# keys, the server's own configuration) stays out; passwd and group are written for the sandbox.
+ETC_ENTRIES = (
+    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "nsswitch.conf",
+    "host.conf", "hosts", "resolv.conf", "gai.conf", "services", "protocols", "ssl/certs", "ssl/openssl.cnf",
+    "ca-certificates", "mime.types", "os-release", "debian_version", "perl", "python3", "inputrc", "shells",
+)
+SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 
 # argv: RLIMIT_NAME:soft:hard ... -- program args...  Runs with -I -S, so only builtins are imported.
 # A hard limit is never raised above the current one: without CAP_SYS_RESOURCE that would fail.
@@ -82,6 +134,28 @@ try:
 except OSError as exc:
     sys.stderr.write(f"{program[0]}: {exc.strerror}\\n")
     sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
+"""
+
+# Inside bwrap: argv is STATUS_FD program args...  Resets every signal to its default (the same reason
+# as in _LAUNCHER), runs the program as its child and writes the child's raw wait status to STATUS_FD,
+# which the program itself never gets. exec failures read like a shell's.
+_REPORTER = """\
+my $fd = shift @ARGV;
+open(my $status, ">&=", $fd) or die "status pipe: $!\\n";
+$SIG{$_} = "DEFAULT" for keys %SIG;
+my $pid = fork();
+die "fork: $!\\n" unless defined $pid;
+if ($pid == 0) {
+    close($status);
+    exec { $ARGV[0] } @ARGV;
+    print STDERR "$ARGV[0]: $!\\n";
+    exit($!{ENOENT} ? 127 : 126);
+}
+waitpid($pid, 0);
+my $raw = $?;
+print $status "$raw\\n";
+close($status);
+exit(($raw & 127) ? 128 + ($raw & 127) : $raw >> 8);
 """
 
 _OUT_OF_MEMORY = re.compile(r"MemoryError|Cannot allocate memory|[Oo]ut of memory|bad_alloc")
@@ -126,10 +200,12 @@ class ScriptResult:
     timeout: float | None = None
     memory_mb: int | None = None
     cpu_seconds: int | None = None
+    # Set when nothing ran because no sandbox is available here: the sentence saying why.
+    refused: str | None = None
 
     @property
     def succeeded(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.cancelled
+        return self.exit_code == 0 and not self.timed_out and not self.cancelled and self.refused is None
 
     def output(self) -> object:
         """stdout as JSON when the whole of it is a JSON value, else the raw streams and exit code."""
@@ -145,6 +221,8 @@ class ScriptResult:
         """One sentence saying why the script failed, or None when it succeeded."""
         if self.succeeded:
             return None
+        if self.refused is not None:
+            return self.refused
         if self.cancelled:
             return "Cancelled"
         if self.timed_out:
@@ -189,32 +267,260 @@ def _signal_name(number: int) -> str:
         return "unknown"
 
 
-# --- network isolation --------------------------------------------------------------------------
+# --- which mode is in force -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SandboxMode:
+    name: str  # "bwrap", "subprocess" or "unavailable"
+    reason: str  # one sentence: what scripts run under, or why they cannot run
+
+
+@dataclass(frozen=True)
+class _Tools:
+    bwrap: str
+    prlimit: str
+    perl: str
+    setpriv: str | None  # None when the server is not root: bwrap then makes a user namespace
+
+
+def mode() -> SandboxMode:
+    """Which sandbox script nodes run in here, and why. Reads ATRIUM_SCRIPT_SANDBOX and DEBUG on every
+    call; whether bubblewrap works is probed once per process."""
+    if getattr(settings, "ATRIUM_SCRIPT_SANDBOX", "bwrap") == "subprocess":
+        if settings.DEBUG:
+            return SandboxMode("subprocess", "ATRIUM_SCRIPT_SANDBOX=subprocess with DEBUG on: scripts run as "
+                                             "the server's user with a clean environment and limits, and can read "
+                                             "what that user can read.")
+        return SandboxMode("unavailable", "Script nodes cannot run: ATRIUM_SCRIPT_SANDBOX=subprocess is only for "
+                                          "a local single-user server with DEBUG on. Install bubblewrap "
+                                          f"({INSTALL_HINT}) and unset it.")
+    tools = _tools()
+    if isinstance(tools, str):
+        return SandboxMode("unavailable", tools)
+    failure = _bwrap_probe(tools)
+    if failure is not None:
+        return SandboxMode("unavailable", failure)
+    if tools.setpriv is not None:
+        return SandboxMode("bwrap", f"bubblewrap as root: each script runs as its own uid ({UID_BASE}+), without "
+                                    "capabilities, in fresh namespaces on a read-only system.")
+    return SandboxMode("bwrap", "bubblewrap in an unprivileged user namespace: the server is not root, so scripts "
+                                f"keep its uid ({os.getuid()}) outside the sandbox; the namespaces and the read-only "
+                                "filesystem contain them.")
+
+
+def unavailable_reason() -> str | None:
+    """None when script nodes can run here; otherwise the sentence a run that reaches one fails with."""
+    current = mode()
+    return current.reason if current.name == "unavailable" else None
+
+
+def _tools() -> _Tools | str:
+    """The programs the bwrap mode needs, or the sentence saying which to install."""
+    def find(name: str) -> str | None:
+        return shutil.which(name, path=TOOLS_PATH)
+
+    bwrap = find("bwrap")
+    if bwrap is None:
+        return (f"Script nodes need bubblewrap, which is not installed: {INSTALL_HINT} "
+                "(a local single-user server with DEBUG on may set ATRIUM_SCRIPT_SANDBOX=subprocess instead).")
+    root = os.geteuid() == 0
+    prlimit, setpriv, perl = find("prlimit"), find("setpriv") if root else None, find("perl")
+    if prlimit is None or (root and setpriv is None):
+        return "Script nodes need prlimit and setpriv from util-linux: apt-get install util-linux."
+    if perl is None:
+        return "Script nodes need perl: apt-get install perl-base."
+    return _Tools(bwrap=bwrap, prlimit=prlimit, perl=perl, setpriv=setpriv)
 
 
 @cache
-def _unshare_prefix() -> tuple[str, ...]:
-    """The argv prefix that starts a program in a new, empty network namespace; () when unavailable.
-    Probed once per process (two threads probing at once is harmless). Root can unshare directly;
-    other users need a user namespace too, which kernels or container runtimes may forbid."""
-    unshare = shutil.which("unshare", path=SANDBOX_PATH)
-    if unshare is None:
-        logger.warning("Script sandbox: unshare not found; scripts run with the network")
-        return ()
-    for flags in (("--net",), ("--net", "--map-root-user")):
-        prefix = (unshare, *flags)
-        try:
-            probe = subprocess.run([*prefix, "true"], env={"PATH": SANDBOX_PATH}, capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
+def _bwrap_probe(tools: _Tools) -> str | None:
+    """Start one trivial sandbox; None when it worked, else why not. Two threads probing at once is
+    harmless."""
+    workdir = Path(tempfile.mkdtemp(prefix="atrium-probe-"))
+    try:
+        job = ScriptJob(script=None, command=["true"], timeout=20, env={})
+        result = _execute(job, workdir, None, 0.05, 1.0, tools)
+    except OSError as exc:
+        result = None
+        detail = str(exc)
+    finally:
+        _workdir_remove(workdir)
+    if result is not None:
+        if result.exit_code == 0:
+            return None
+        detail = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.error() or ""
+    logger.warning("Script sandbox: bubblewrap cannot start a sandbox here: %s", detail)
+    return (f"Script nodes cannot run: bubblewrap is installed but cannot create the sandbox here ({detail}). "
+            "Run the worker as root where namespaces are allowed, or as a user allowed unprivileged user "
+            "namespaces.")
+
+
+# --- the bwrap command line -----------------------------------------------------------------------
+
+
+def _system_mounts() -> tuple[list[str], list[Path]]:
+    """bwrap options for /usr, /bin, /lib* and the chosen /etc entries, and the trees they bind."""
+    options, roots = ["--ro-bind", "/usr", "/usr"], [Path("/usr")]
+    for name in SYSTEM_DIRS:
+        path = Path("/") / name
+        if path.is_symlink():
+            options += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            options += ["--ro-bind", str(path), str(path)]
+            roots.append(path)
+    options += ["--perms", "0755", "--dir", "/etc", "--perms", "0755", "--dir", "/etc/ssl"]
+    for entry in ETC_ENTRIES:
+        options += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
+    options += ["--symlink", "../proc/self/mounts", "/etc/mtab"]
+    return options, roots
+
+
+def _masked(roots: Sequence[Path]) -> list[str]:
+    """The server's own trees, when they lie under a bound system directory (a venv or a checkout in
+    /usr/local), covered by an empty tmpfs."""
+    hidden = {Path(settings.BASE_DIR).resolve()}
+    if sys.prefix != sys.base_prefix:
+        hidden.add(Path(sys.prefix).resolve())
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3" and str(database["NAME"]).startswith("/"):
+        hidden.add(Path(database["NAME"]).resolve().parent)
+    options = []
+    for path in sorted(hidden):
+        if any(path.is_relative_to(root) for root in roots) and path.is_dir():
+            options += ["--tmpfs", str(path)]
+    return options
+
+
+def _workdir_mount(workdir: Path) -> list[str]:
+    """The private directory at its own path, its parents made as plain traversable directories."""
+    options = []
+    for parent in reversed(workdir.parents[:-1]):
+        if parent != Path("/tmp"):
+            options += ["--perms", "0755", "--dir", str(parent)]
+    return [*options, "--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
+
+
+def _account_files(uid: int, home: Path) -> tuple[bytes, bytes]:
+    passwd = (f"root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{uid}:Atrium script:{home}:/bin/sh\n"
+              "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+    group = f"root:x:0:\nsandbox:x:{uid}:\nnogroup:x:65534:\n"
+    return passwd.encode(), group.encode()
+
+
+def _prlimit_options(job: ScriptJob) -> list[str]:
+    """prlimit options; a hard limit is never asked above the current one, which only CAP_SYS_RESOURCE
+    could raise. The sandbox inherits the server's limits."""
+    memory = job.memory_mb * MIB
+    cpu = job.cpu_limit
+    wanted = [
+        ("--as", resource.RLIMIT_AS, memory, memory),
+        # Hard one second above soft: at the soft limit the kernel sends SIGXCPU, which we can name;
+        # with equal limits SIGKILL arrives at the same moment and hides it.
+        ("--cpu", resource.RLIMIT_CPU, cpu, cpu + 1),
+        ("--nofile", resource.RLIMIT_NOFILE, OPEN_FILES_LIMIT, OPEN_FILES_LIMIT),
+        ("--fsize", resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES),
+        ("--core", resource.RLIMIT_CORE, 0, 0),
+        # Per sandbox: its uid (as root) or its user namespace (otherwise) is its own.
+        ("--nproc", resource.RLIMIT_NPROC, PROCESS_LIMIT, PROCESS_LIMIT),
+    ]
+    options = []
+    for flag, which, soft, hard in wanted:
+        current = resource.getrlimit(which)[1]
+        if current != resource.RLIM_INFINITY:
+            hard = min(hard, current)
+        options.append(f"{flag}={min(soft, hard)}:{hard}")
+    return options
+
+
+def _bwrap_options(job: ScriptJob, workdir: Path, env: dict[str, str], uid: int | None,
+                   accounts: tuple[int, int]) -> list[str]:
+    if uid is not None:
+        # No user namespace: inside one, the sandbox's uid would be root's outside. setpriv (started
+        # with just the capabilities it needs) switches to the sandbox's own uid instead.
+        namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        if not job.network:
+            namespaces.append("--unshare-net")
+        capabilities = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                        "--cap-add", "CAP_SETPCAP"]
+    else:
+        namespaces = ["--unshare-all", *(["--share-net"] if job.network else [])]
+        capabilities = ["--cap-drop", "ALL"]
+    system, roots = _system_mounts()
+    environment = ["--clearenv"]
+    for name, value in env.items():
+        environment += ["--setenv", name, value]
+    return [
+        *namespaces, "--die-with-parent", "--new-session", "--hostname", "sandbox", *capabilities, *environment,
+        *system, "--perms", "0644", "--ro-bind-data", str(accounts[0]), "/etc/passwd",
+        "--perms", "0644", "--ro-bind-data", str(accounts[1]), "/etc/group",
+        *_masked(roots), "--proc", "/proc", "--dev", "/dev",
+        "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
+        "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm",
+        *_workdir_mount(workdir), "--remount-ro", "/",
+    ]
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+# --- uids, one per concurrent sandbox -------------------------------------------------------------
+
+
+def _processes_of(uid: int) -> list[int]:
+    """Live (not zombie) processes whose real uid is `uid`."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
             continue
-        if probe.returncode == 0:
-            return prefix
-    logger.warning("Script sandbox: network namespaces are not permitted here; scripts run with the network")
-    return ()
+        try:
+            status = Path(entry.path, "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if int(fields.get("Uid", "-1 ").split()[0]) == uid and not fields.get("State", "").strip().startswith("Z"):
+            found.append(int(entry.name))
+    return found
 
 
-def network_isolation_available() -> bool:
-    return bool(_unshare_prefix())
+@contextlib.contextmanager
+def _uid_claimed() -> Iterator[int]:
+    """A uid no other sandbox on this host holds while the block runs. The flock ends with the
+    process, so a crashed server frees its slots."""
+    SLOT_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for slot in range(UID_SLOTS):
+        fd = os.open(SLOT_DIR / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        uid = UID_BASE + slot
+        if _processes_of(uid):
+            # Left over by a run whose cleanup did not finish: its uid is not handed to another script.
+            logger.warning("Script sandbox: uid %s still has processes; slot %s skipped", uid, slot)
+            os.close(fd)
+            continue
+        try:
+            yield uid
+        finally:
+            os.close(fd)
+        return
+    raise OSError(f"all {UID_SLOTS} sandbox uids are in use")
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    """Hand the private directory to the sandbox's uid. bwrap, still uid 0 but without
+    CAP_DAC_OVERRIDE, must enter it for --chdir, so its group stays root's and may traverse it."""
+    for directory, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            os.chown(os.path.join(directory, name), uid, uid, follow_symlinks=False)
+    os.chown(root, uid, 0)
+    root.chmod(0o710)
 
 
 # --- the working directory ----------------------------------------------------------------------
@@ -227,9 +533,11 @@ def _validate(job: ScriptJob) -> None:
         raise ValueError("A script job's command is empty")
     if job.timeout <= 0 or job.memory_mb <= 0 or job.cpu_limit <= 0:
         raise ValueError("A script job's timeout, memory and CPU limits must be positive")
-    for name in job.env:
+    for name, value in job.env.items():
         if not name or "=" in name or "\0" in name:
             raise ValueError(f"Invalid environment variable name: {name!r}")
+        if "\0" in value:
+            raise ValueError(f"Environment variable {name} contains a NUL character")
     for bundled in job.files:
         _relative_path(bundled.path)
 
@@ -274,7 +582,7 @@ def _workdir_remove(workdir: Path) -> None:
         logger.warning("Script sandbox: could not remove %s", workdir)
 
 
-# --- the process --------------------------------------------------------------------------------
+# --- the process ----------------------------------------------------------------------------------
 
 
 def _environment(job: ScriptJob, workdir: Path) -> dict[str, str]:
@@ -285,24 +593,196 @@ def _environment(job: ScriptJob, workdir: Path) -> dict[str, str]:
     return env
 
 
+def _program(job: ScriptJob) -> list[str]:
+    return ["/bin/sh", "-c", job.script] if job.script is not None else list(job.command or ())
+
+
+class _Bwrap:
+    """One bubblewrap sandbox: the uid it runs as, its pipes, and its PID 1."""
+
+    def __init__(self, job: ScriptJob, workdir: Path, tools: _Tools) -> None:
+        self.job, self.workdir, self.tools = job, workdir, tools
+        self.network_isolated = not job.network
+        self.uid: int | None = None
+        self.pidfd: int | None = None
+        self.fds: list[int] = []  # ours to close at the end
+        self.status_read = self.json_read = -1
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self) -> _Bwrap:
+        if self.tools.setpriv is not None:
+            self.uid = self.stack.enter_context(_uid_claimed())
+            _chown_tree(self.workdir, self.uid)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.stack.close()
+
+    def _pipe(self) -> tuple[int, int]:
+        read, write = os.pipe()
+        self.fds.append(read)
+        return read, write
+
+    def start(self) -> subprocess.Popen[bytes]:
+        job, workdir, tools = self.job, self.workdir, self.tools
+        self.json_read, json_write = self._pipe()
+        self.status_read, status_write = self._pipe()
+        passwd, group = _account_files(self.uid if self.uid is not None else os.getuid(), workdir)
+        accounts = (_memfd("passwd", passwd), _memfd("group", group))
+        options = [*_bwrap_options(job, workdir, _environment(job, workdir), self.uid, accounts),
+                   "--json-status-fd", str(json_write)]
+        # Options, the node's env among them, go through a file descriptor rather than argv, which
+        # every user of the host can read in /proc.
+        args = _memfd("args", b"".join(option.encode() + b"\0" for option in options))
+        switch = [] if self.uid is None else [
+            tools.setpriv or "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        argv = [tools.bwrap, "--args", str(args), "--", *switch, tools.prlimit, *_prlimit_options(job), "--",
+                tools.perl, "-e", _REPORTER, "--", str(status_write), *_program(job)]
+        passed = (args, *accounts, json_write, status_write)
+        try:
+            proc = subprocess.Popen(argv, cwd="/", env={}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True, close_fds=True, pass_fds=passed)
+        finally:
+            for fd in passed:
+                os.close(fd)
+        self.pidfd = _pid1(self.json_read)
+        if self.pidfd is not None:
+            self.fds.append(self.pidfd)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[bytes], pipes: _Pipes, poll_interval: float) -> None:
+        """Nothing to wait for: killing PID 1 gives no process in the namespace a grace anyway."""
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        if self.pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        # bwrap outside the namespace; --die-with-parent makes PID 1 follow it even without the pidfd.
+        _kill_group(proc.pid, signal.SIGKILL)
+
+    def settle(self) -> None:
+        """Wait for PID 1 to be gone: the kernel ends every other process of the namespace first."""
+        if self.pidfd is not None and not select.select([self.pidfd], [], [], DRAIN_SECONDS)[0]:
+            logger.warning("Script sandbox: PID 1 of a sandbox was still running after the kill")
+        if self.uid is not None and _processes_of(self.uid):
+            logger.warning("Script sandbox: uid %s still has processes after its run", self.uid)
+
+    def returncode(self, returncode: int) -> int:
+        """The program's own status as the reporter saw it; bwrap's (128 + N for signal N) otherwise."""
+        os.set_blocking(self.status_read, False)
+        with contextlib.suppress(BlockingIOError):
+            reported = os.read(self.status_read, 64).strip()
+            if reported.isdigit():
+                return os.waitstatus_to_exitcode(int(reported))
+        return returncode
+
+
+def _pid1(json_read: int, seconds: float = 10) -> int | None:
+    """A pidfd for the sandbox's PID 1, from the first line bwrap writes to --json-status-fd (before the
+    program starts). None when bwrap failed before that; the pipe stays open, bwrap writes to it again."""
+    data = b""
+    deadline = time.monotonic() + seconds
+    while b"\n" not in data:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([json_read], [], [], remaining)[0]:
+            return None
+        chunk = os.read(json_read, 4096)
+        if not chunk:
+            return None
+        data += chunk
+    try:
+        pid = json.loads(data.split(b"\n", 1)[0]).get("child-pid")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(pid, int):
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+
+
+# --- subprocess mode ------------------------------------------------------------------------------
+
+
+@cache
+def _unshare_prefix() -> tuple[str, ...]:
+    """The argv prefix that starts a program in a new, empty network namespace; () when unavailable.
+    Probed once per process (two threads probing at once is harmless). Root can unshare directly;
+    other users need a user namespace too, which kernels or container runtimes may forbid."""
+    unshare = shutil.which("unshare", path=SANDBOX_PATH)
+    if unshare is None:
+        logger.warning("Script sandbox: unshare not found; scripts run with the network")
+        return ()
+    for flags in (("--net",), ("--net", "--map-root-user")):
+        prefix = (unshare, *flags)
+        try:
+            probe = subprocess.run([*prefix, "true"], env={"PATH": SANDBOX_PATH}, capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if probe.returncode == 0:
+            return prefix
+    logger.warning("Script sandbox: network namespaces are not permitted here; scripts run with the network")
+    return ()
+
+
 def _rlimits(job: ScriptJob) -> list[str]:
     memory = job.memory_mb * MIB
     cpu = job.cpu_limit
     return [
         f"RLIMIT_AS:{memory}:{memory}",
-        # The hard limit is one second above the soft one: at the soft limit the kernel sends SIGXCPU,
-        # which we can name; with equal limits SIGKILL arrives at the same moment and hides it.
         f"RLIMIT_CPU:{cpu}:{cpu + 1}",
         f"RLIMIT_NOFILE:{OPEN_FILES_LIMIT}:{OPEN_FILES_LIMIT}",
         f"RLIMIT_FSIZE:{FILE_SIZE_LIMIT_BYTES}:{FILE_SIZE_LIMIT_BYTES}",
         "RLIMIT_CORE:0:0",
-        # No RLIMIT_NPROC: it counts every process of the user, the server's own included.
+        # No RLIMIT_NPROC: here it counts every process of the server's user, the server's own included.
     ]
 
 
-def _argv(job: ScriptJob, isolation: tuple[str, ...]) -> list[str]:
-    program = ["/bin/sh", "-c", job.script] if job.script is not None else list(job.command or ())
-    return [*isolation, sys.executable, "-I", "-S", "-c", _LAUNCHER, *_rlimits(job), "--", *program]
+class _Plain:
+    """A plain child process of the server (subprocess mode)."""
+
+    def __init__(self, job: ScriptJob, workdir: Path) -> None:
+        self.job, self.workdir = job, workdir
+        self.isolation = () if job.network else _unshare_prefix()
+        self.network_isolated = bool(self.isolation)
+
+    def __enter__(self) -> _Plain:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+    def start(self) -> subprocess.Popen[bytes]:
+        argv = [*self.isolation, sys.executable, "-I", "-S", "-c", _LAUNCHER, *_rlimits(self.job), "--",
+                *_program(self.job)]
+        return subprocess.Popen(argv, cwd=self.workdir, env=_environment(self.job, self.workdir),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True)
+
+    def stop(self, proc: subprocess.Popen[bytes], pipes: _Pipes, poll_interval: float) -> None:
+        """SIGTERM the group, then give the leader a short grace to exit (still reading its output)."""
+        _kill_group(proc.pid, signal.SIGTERM)
+        grace_end = time.monotonic() + TERM_GRACE_SECONDS
+        while not _exited(proc.pid) and time.monotonic() < grace_end:
+            pipes.pump(min(poll_interval, grace_end - time.monotonic()))
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        # Also when the leader exited on its own: background children it left would otherwise keep
+        # running and keep the pipes open.
+        _kill_group(proc.pid, signal.SIGKILL)
+
+    def settle(self) -> None:
+        pass
+
+    def returncode(self, returncode: int) -> int:
+        return returncode
+
+
+# --- running and watching -------------------------------------------------------------------------
 
 
 class _Capture:
@@ -372,14 +852,6 @@ def _kill_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
-def _terminate(proc: subprocess.Popen[bytes], pipes: _Pipes, poll_interval: float) -> None:
-    """SIGTERM the group, then give the leader a short grace to exit (still reading its output)."""
-    _kill_group(proc.pid, signal.SIGTERM)
-    grace_end = time.monotonic() + TERM_GRACE_SECONDS
-    while not _exited(proc.pid) and time.monotonic() < grace_end:
-        pipes.pump(min(poll_interval, grace_end - time.monotonic()))
-
-
 def _supervise(
     proc: subprocess.Popen[bytes],
     pipes: _Pipes,
@@ -417,33 +889,34 @@ def _killed_by(reason: str | None, returncode: int, stderr: str) -> str | None:
     return f"signal {number}"
 
 
+
 def _execute(
     job: ScriptJob,
     workdir: Path,
     should_cancel: Callable[[], bool] | None,
     poll_interval: float,
     cancel_check_every: float,
+    tools: _Tools | None,
 ) -> ScriptResult:
-    isolation = () if job.network else _unshare_prefix()
+    """Run the job in bwrap with `tools`, or as a plain subprocess when `tools` is None."""
+    box: _Bwrap | _Plain = _Bwrap(job, workdir, tools) if tools is not None else _Plain(job, workdir)
     started = time.monotonic()
-    proc = subprocess.Popen(
-        _argv(job, isolation), cwd=workdir, env=_environment(job, workdir), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    pipes = _Pipes({"stdout": proc.stdout, "stderr": proc.stderr})
-    reason = None
-    try:
-        reason = _supervise(proc, pipes, job, should_cancel, poll_interval, cancel_check_every)
-        if reason is not None:
-            _terminate(proc, pipes, poll_interval)
-    finally:
-        # Also when the leader exited on its own: background children it left would otherwise keep
-        # running and keep the pipes open.
-        _kill_group(proc.pid, signal.SIGKILL)
-        pipes.drain(DRAIN_SECONDS)
-        returncode = proc.wait()
-        pipes.close()
+    with box:
+        proc = box.start()
+        assert proc.stdout is not None and proc.stderr is not None
+        pipes = _Pipes({"stdout": proc.stdout, "stderr": proc.stderr})
+        reason = None
+        try:
+            reason = _supervise(proc, pipes, job, should_cancel, poll_interval, cancel_check_every)
+            if reason is not None:
+                box.stop(proc, pipes, poll_interval)
+        finally:
+            box.kill(proc)
+            pipes.drain(DRAIN_SECONDS)
+            returncode = proc.wait()
+            pipes.close()
+            box.settle()
+        returncode = box.returncode(returncode)
     stdout, stderr = pipes.captures["stdout"].text(), pipes.captures["stderr"].text()
     return ScriptResult(
         exit_code=None if reason is not None or returncode < 0 else returncode,
@@ -453,11 +926,17 @@ def _execute(
         cancelled=reason == "cancel",
         duration_ms=round((time.monotonic() - started) * 1000),
         killed_by=_killed_by(reason, returncode, stderr),
-        network_isolated=bool(isolation),
+        network_isolated=box.network_isolated,
         timeout=job.timeout,
         memory_mb=job.memory_mb,
         cpu_seconds=job.cpu_limit,
     )
+
+
+def _refused(job: ScriptJob, reason: str) -> ScriptResult:
+    return ScriptResult(exit_code=None, stdout="", stderr="", timed_out=False, cancelled=False, duration_ms=0,
+                        killed_by=None, network_isolated=False, timeout=job.timeout, memory_mb=job.memory_mb,
+                        cpu_seconds=job.cpu_limit, refused=reason)
 
 
 def script_run(
@@ -467,12 +946,19 @@ def script_run(
     poll_interval: float = 0.1,
     cancel_check_every: float = 0.5,
 ) -> ScriptResult:
-    """Run a script node's job in a fresh work directory and separate process, and wait for it.
+    """Run a script node's job in a fresh work directory inside the sandbox in force, and wait for it.
+    When no sandbox is available (see mode()), nothing runs and the result is refused with the reason.
     Raises ValueError for an invalid job (including a bundled file path escaping the directory)."""
     _validate(job)
+    current = mode()
+    if current.name == "unavailable":
+        return _refused(job, current.reason)
+    tools = _tools() if current.name == "bwrap" else None
+    if isinstance(tools, str):
+        return _refused(job, tools)
     workdir = _workdir_make()
     try:
         _files_write(workdir, job.files)
-        return _execute(job, workdir, should_cancel, poll_interval, cancel_check_every)
+        return _execute(job, workdir, should_cancel, poll_interval, cancel_check_every, tools)
     finally:
         _workdir_remove(workdir)

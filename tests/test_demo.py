@@ -31,3 +31,15 @@ def test_it_creates_the_demo_user_and_content_once_and_a_token_each_run(capsys):
     assert {hashlib.sha256(t.encode()).hexdigest() for t in tokens} == set(
         PersonalToken.objects.filter(user=demo).values_list("digest", flat=True))
     assert "/mcp" in first
+
+
+def test_it_says_which_sandbox_script_nodes_run_in(capsys, settings):
+    from runs import sandbox
+
+    call_command("demo")
+    assert f"  Script nodes: bwrap. {sandbox.mode().reason}\n" in capsys.readouterr().out
+
+    settings.ATRIUM_SCRIPT_SANDBOX = "subprocess"
+    call_command("demo")
+    line = next(line for line in capsys.readouterr().out.splitlines() if "Script nodes:" in line)
+    assert line.startswith("  Script nodes: unavailable. Script nodes cannot run: ATRIUM_SCRIPT_SANDBOX=subprocess")

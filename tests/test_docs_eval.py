@@ -5,12 +5,13 @@ returned parent section) for at least 90% of them."""
 from pathlib import Path
 
 import pytest
-import yaml
 
+import safeyaml
 from docs_kb.models import DocSection
 from docs_kb.selectors import docs_ask
 
-EVAL = yaml.safe_load((Path(__file__).parent / "fixtures" / "docs_eval.yaml").read_text())
+EVAL = safeyaml.load((Path(__file__).parent / "fixtures" / "docs_eval.yaml").read_text(),
+                      schema=safeyaml.CORE, bounds=safeyaml.Bounds())
 TARGET = 0.9
 
 

@@ -4,12 +4,12 @@ import json
 from urllib.parse import quote
 
 import pytest
-import yaml
 from django.test import Client
 
 from accounts.caller import Caller
 from accounts.services import token_create
 from elements.models import Element, ElementRevision, MemoryEntry
+from elements.validation import safe_yaml_load
 from tests.conftest import Api, Member, make_member
 
 pytestmark = pytest.mark.django_db
@@ -510,7 +510,7 @@ def test_yaml_export_is_text_that_imports(alice, bob):
 
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/yaml")
-    assert yaml.safe_load(response.content)["element_name"] == PERSONA["element_name"]
+    assert safe_yaml_load(response.content.decode())["element_name"] == PERSONA["element_name"]
     assert imported.status_code == 201
     assert Element.objects.filter(owner=bob.user, name=PERSONA["element_name"]).exists()
 

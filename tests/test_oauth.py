@@ -212,6 +212,38 @@ def test_it_refuses_redirect_smuggled_after_whitespace(smuggling):
     assert not Application.objects.exists()
 
 
+def test_it_names_the_registration_client_uri_from_the_public_url():
+    # Behind a proxy the Host header is an internal name, or whatever the client sent.
+    response = Client(HTTP_HOST="localhost").post(
+        "/oauth/register/", content_type="application/json",
+        data=json.dumps({"redirect_uris": [REGISTERED_CALLBACK], "token_endpoint_auth_method": "none"}))
+
+    assert response.status_code == 201, response.content
+    registered = response.json()
+    expected = f"{settings.ATRIUM_PUBLIC_URL}/oauth/register/{registered['client_id']}/"
+    assert registered["registration_client_uri"] == expected
+    read = Client(HTTP_HOST="localhost").get(
+        f"/oauth/register/{registered['client_id']}/",
+        HTTP_AUTHORIZATION=f"Bearer {registered['registration_access_token']}")
+    assert read.status_code == 200, read.content
+    assert read.json()["registration_client_uri"] == expected
+
+
+def test_it_limits_anonymous_registrations_per_address(settings):
+    settings.ATRIUM_REGISTRATIONS_PER_HOUR = 2
+    settings.ATRIUM_TRUSTED_PROXIES = ["127.0.0.1"]
+    one_address = Client(HTTP_X_FORWARDED_FOR="198.51.100.1")
+    assert [register(one_address, [REGISTERED_CALLBACK]).status_code for _ in range(2)] == [201, 201]
+
+    response = register(one_address, [REGISTERED_CALLBACK])
+
+    assert response.status_code == 429
+    assert 0 < int(response["Retry-After"]) <= 3600
+    assert response.json()["error"] == "temporarily_unavailable"
+    assert Application.objects.count() == 2
+    assert register(Client(HTTP_X_FORWARDED_FOR="198.51.100.2"), [REGISTERED_CALLBACK]).status_code == 201
+
+
 def test_it_audits_client_registration():
     response = register(Client(), [REGISTERED_CALLBACK], name="Claude Code")
 
@@ -297,20 +329,40 @@ def test_it_completes_authorization_code_flow_and_serves_mcp(alice):
     assert status["scopes"] == ["docs:read", "elements:read"]
 
 
-def test_it_refuses_second_use_of_authorization_code(alice):
+def test_it_revokes_the_tokens_of_a_reused_authorization_code(alice):
     browser = Client()
     client_id = register_client(browser)
     browser.force_login(alice.user)
     verifier, challenge = pkce_pair()
     page = consent_page(browser, authorize_query(client_id, challenge))
     code = redirect_params(allow(browser, page))["code"]
-    assert exchange_code(Client(), client_id, code, verifier).status_code == 200
+    first = exchange_code(Client(), client_id, code, verifier).json()
+    renewed = refresh(Client(), client_id, first["refresh_token"]).json()
 
     response = exchange_code(Client(), client_id, code, verifier)
 
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_grant"
-    assert AccessToken.objects.filter(user=alice.user).count() == 1
+    # Someone else holds the code: everything issued from it, refreshed tokens included, is revoked.
+    assert not AccessToken.objects.filter(user=alice.user).exists()
+    assert not RefreshToken.objects.filter(user=alice.user, revoked__isnull=True).exists()
+    assert mcp_post(renewed["access_token"], "initialize", INITIALIZE).status_code == 401
+    assert refresh(Client(), client_id, renewed["refresh_token"]).status_code == 400
+    event = AuditEvent.objects.get(action="oauth.code_reuse")
+    assert event.target == f"OAuth client {client_id}"
+    assert event.detail == {"revoked_token_families": 1}
+
+
+def test_it_revokes_nothing_for_a_code_it_never_issued(alice):
+    _, tokens = oauth_tokens(alice.user)
+    client_id = Application.objects.get().client_id
+
+    response = exchange_code(Client(), client_id, "made-up-code", pkce_pair()[0])
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    assert AccessToken.objects.filter(token_checksum=checksum(tokens["access_token"])).exists()
+    assert not AuditEvent.objects.filter(action="oauth.code_reuse").exists()
 
 
 def test_it_refuses_code_exchange_with_wrong_verifier(alice):
@@ -328,17 +380,15 @@ def test_it_refuses_code_exchange_with_wrong_verifier(alice):
     assert not AccessToken.objects.filter(user=alice.user).exists()
 
 
-def test_it_refuses_plain_code_challenge_method(alice):
+@pytest.mark.parametrize("method", ["plain", None])
+def test_it_refuses_plain_code_challenge_method_before_consent(alice, method):
     browser = Client()
     client_id = register_client(browser)
     browser.force_login(alice.user)
     verifier = secrets.token_urlsafe(48)
 
-    page = consent_page(browser, authorize_query(client_id, verifier, code_challenge_method="plain"))
-    # django-oauth-toolkit refuses "plain" when it would issue the code, so the user still
-    # sees the consent page; clicking Allow must not produce a code.
-    assert page.status_code == 200
-    response = allow(browser, page)
+    # Without a method, RFC 7636 means plain.
+    response = consent_page(browser, authorize_query(client_id, verifier, code_challenge_method=method))
 
     params = redirect_params(response)
     assert params["error"] == "invalid_request"
@@ -346,6 +396,66 @@ def test_it_refuses_plain_code_challenge_method(alice):
     assert params["state"] == "state-42"
     assert "code" not in params
     assert not Grant.objects.exists()
+
+
+def test_it_refuses_authorization_for_another_resource(alice):
+    browser = Client()
+    client_id = register_client(browser)
+    browser.force_login(alice.user)
+
+    response = consent_page(browser, authorize_query(client_id, pkce_pair()[1],
+                                                     resource="https://other.example/mcp"))
+
+    params = redirect_params(response)
+    assert params["error"] == "invalid_target"
+    assert "https://other.example/mcp" in params["error_description"]
+    assert params["state"] == "state-42"
+    assert not Grant.objects.exists()
+
+
+def test_it_refuses_a_consent_form_edited_to_another_resource(alice):
+    browser = Client()
+    client_id = register_client(browser)
+    browser.force_login(alice.user)
+    page = consent_page(browser, authorize_query(client_id, pkce_pair()[1]))
+    fields = {**hidden_inputs(page.content.decode()), "resource": "https://other.example/mcp"}
+
+    response = browser.post("/oauth/authorize/", data={**fields, "allow": "Allow"})
+
+    assert response.status_code == 400
+    assert "Location" not in response
+    assert not Grant.objects.exists()
+
+
+def test_it_refuses_a_token_for_another_resource(alice):
+    browser = Client()
+    client_id = register_client(browser)
+    browser.force_login(alice.user)
+    verifier, challenge = pkce_pair()
+    # No resource at authorization: the grant is unbound, so only the token request names one.
+    page = consent_page(browser, authorize_query(client_id, challenge, resource=None))
+    code = redirect_params(allow(browser, page))["code"]
+
+    response = Client().post("/oauth/token/", data={
+        "grant_type": "authorization_code", "code": code, "redirect_uri": CALLBACK, "client_id": client_id,
+        "code_verifier": verifier, "resource": "https://other.example/mcp"})
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_target"
+    assert not AccessToken.objects.filter(user=alice.user).exists()
+    assert Grant.objects.filter(application__client_id=client_id).exists()
+
+
+def test_it_refuses_a_refresh_for_another_resource(alice):
+    client_id, tokens = oauth_tokens(alice.user)
+
+    response = Client().post("/oauth/token/", data={
+        "grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": client_id,
+        "resource": "https://other.example/mcp"})
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_target"
+    assert RefreshToken.objects.get(token_checksum=checksum(tokens["refresh_token"])).revoked is None
 
 
 def test_it_refuses_authorization_without_code_challenge(alice):

@@ -1,26 +1,30 @@
-"""runs.sandbox: script nodes run in a separate process with a clean environment, limits, a private work
-directory and, where the OS allows, no network. Every test starts real processes; bounds are generous."""
+"""runs.sandbox: script nodes run in a sandbox with a clean environment, limits, a private work directory
+and no network unless asked. Every test starts real processes, in the sandbox in force (bubblewrap in CI;
+tests/test_sandbox_escapes.py checks it is) or, where marked `both_modes`, also in subprocess mode;
+bounds are generous."""
 
+import os
+import random
 import signal
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from runs import sandbox
 from runs.sandbox import (
     OUTPUT_CAP_BYTES,
+    PROCESS_LIMIT,
     BundledFile,
     ScriptJob,
     ScriptResult,
-    network_isolation_available,
     script_run,
 )
 
-# The interpreter running the tests, started as a separate process: the sandbox's PATH may have no python3.
-PYTHON = sys.executable
+# The system's interpreter: the server's own (a venv, pyenv under /root) is not inside the sandbox.
+PYTHON = "python3"
 
 
 def sh(script: str, **options) -> ScriptJob:
@@ -33,14 +37,27 @@ def argv(*command: str, **options) -> ScriptJob:
                      env=options.pop("env", {}), **options)
 
 
-def gone(pid: int) -> bool:
-    """Whether a process no longer runs. A killed orphan may linger as a zombie when the container's
-    init does not reap, so a zombie counts as gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+def marker() -> str:
+    """A `sleep` duration no other process on the host uses, so the test can find its process by
+    command line: inside a PID namespace, the pids a script sees mean nothing outside."""
+    return f"{random.randint(300, 999)}.{random.randint(10**8, 10**9)}"
+
+
+def host_processes(text: str) -> list[int]:
+    """Live processes on the host whose command line contains `text`. A killed orphan may linger as a
+    zombie when the container's init does not reap, so zombies do not count."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 def wait_until(predicate, seconds: float = 10) -> bool:
@@ -57,6 +74,15 @@ def sandbox_dir(settings, tmp_path: Path) -> Path:
     base = tmp_path / "sandbox"
     settings.ATRIUM_SANDBOX_DIR = str(base)
     return base
+
+
+@pytest.fixture(params=["bwrap", "subprocess"])
+def both_modes(request, settings) -> str:
+    """Runs the test in the bubblewrap sandbox and again in subprocess mode (which needs DEBUG on)."""
+    settings.ATRIUM_SCRIPT_SANDBOX = request.param
+    settings.DEBUG = request.param == "subprocess"
+    assert sandbox.mode().name == request.param
+    return request.param
 
 
 # --- output ---------------------------------------------------------------------------------------
@@ -114,7 +140,7 @@ def test_large_output_on_both_streams_does_not_deadlock():
 # --- environment and files -----------------------------------------------------------------------
 
 
-def test_the_node_env_is_passed_and_the_server_environment_is_not(monkeypatch):
+def test_the_node_env_is_passed_and_the_server_environment_is_not(monkeypatch, both_modes):
     monkeypatch.setenv("SECRET_KEY", "server-secret-value")
     monkeypatch.setenv("DATABASE_URL", "postgres://user:pw@db/atrium")
     result = script_run(sh("env", env={"GREETING": "hello world", "PATH": "/bin:/usr/bin"}))
@@ -211,18 +237,17 @@ def test_the_work_directory_is_removed_when_the_script_is_killed(sandbox_dir):
 # --- timeout and cancel ---------------------------------------------------------------------------
 
 
-def test_a_timeout_kills_the_script_and_the_children_it_spawned(tmp_path):
-    pid_file = tmp_path / "child.pid"
+def test_a_timeout_kills_the_script_and_the_children_it_spawned(both_modes):
+    child = marker()
     started = time.monotonic()
-    result = script_run(sh('sleep 30 & echo $! > "$PID_FILE"; sleep 30', timeout=1, env={"PID_FILE": str(pid_file)}))
+    result = script_run(sh(f"sleep {child} & sleep 30", timeout=1))
     elapsed = time.monotonic() - started
     assert result.timed_out and not result.cancelled
     assert result.killed_by == "timeout"
     assert result.exit_code is None
     assert result.error() == "Timed out after 1 s"
     assert elapsed < 8
-    child = int(pid_file.read_text())
-    assert wait_until(lambda: gone(child)), f"child {child} still running"
+    assert wait_until(lambda: not host_processes(f"sleep {child}")), "the child still runs"
 
 
 def test_a_script_ignoring_sigterm_is_still_killed_after_the_grace():
@@ -232,13 +257,12 @@ def test_a_script_ignoring_sigterm_is_still_killed_after_the_grace():
     assert time.monotonic() - started < 8
 
 
-def test_background_children_are_killed_when_the_script_exits(tmp_path):
-    pid_file = tmp_path / "child.pid"
-    result = script_run(sh('sleep 30 > /dev/null 2>&1 & echo $! > "$PID_FILE"; echo done',
-                           env={"PID_FILE": str(pid_file)}))
+def test_background_children_are_killed_when_the_script_exits(both_modes):
+    child = marker()
+    result = script_run(sh(f"sleep {child} > /dev/null 2>&1 & echo done"))
     assert result.succeeded
-    child = int(pid_file.read_text())
-    assert wait_until(lambda: gone(child)), f"child {child} still running"
+    assert result.stdout == "done\n"
+    assert wait_until(lambda: not host_processes(f"sleep {child}")), "the child still runs"
 
 
 def test_output_printed_before_a_timeout_is_kept():
@@ -264,25 +288,24 @@ def test_should_cancel_stops_a_long_script_promptly():
     assert len(checks) >= 2
 
 
-def test_an_exception_from_should_cancel_still_kills_the_script_and_cleans_up(tmp_path, sandbox_dir):
-    pid_file = tmp_path / "script.pid"
+def test_an_exception_from_should_cancel_still_kills_the_script_and_cleans_up(sandbox_dir):
+    script = marker()
 
     def should_cancel() -> bool:
-        if pid_file.exists() and pid_file.read_text().strip():
+        if host_processes(f"sleep {script}"):
             raise RuntimeError("database gone")
         return False
 
     with pytest.raises(RuntimeError, match="database gone"):
-        script_run(sh('echo $$ > "$PID_FILE"; sleep 60', env={"PID_FILE": str(pid_file)}), should_cancel=should_cancel,
-                   cancel_check_every=0.1)
-    assert wait_until(lambda: gone(int(pid_file.read_text())))
+        script_run(sh(f"sleep {script}", timeout=60), should_cancel=should_cancel, cancel_check_every=0.1)
+    assert wait_until(lambda: not host_processes(f"sleep {script}"))
     assert list(sandbox_dir.iterdir()) == []
 
 
 # --- limits ---------------------------------------------------------------------------------------
 
 
-def test_allocating_beyond_the_memory_limit_fails_and_says_so():
+def test_allocating_beyond_the_memory_limit_fails_and_says_so(both_modes):
     result = script_run(argv(PYTHON, "-c", "b = bytearray(2_000_000_000)", memory_mb=256))
     assert not result.succeeded
     assert "MemoryError" in result.stderr
@@ -295,7 +318,7 @@ def test_the_same_allocation_fits_under_a_larger_limit():
     assert result.succeeded, result.error()
 
 
-def test_a_busy_loop_is_killed_by_the_cpu_limit():
+def test_a_busy_loop_is_killed_by_the_cpu_limit(both_modes):
     result = script_run(sh("while :; do :; done", cpu_seconds=1, timeout=30))
     assert result.killed_by == "cpu"
     assert not result.timed_out
@@ -304,7 +327,7 @@ def test_a_busy_loop_is_killed_by_the_cpu_limit():
     assert result.duration_ms < 20_000
 
 
-def test_limits_are_applied_to_the_script_process():
+def test_limits_are_applied_to_the_script_process(both_modes):
     result = script_run(sh("ulimit -v; ulimit -t; ulimit -n; ulimit -f; ulimit -c", memory_mb=300, timeout=7.5))
     virtual_kb, cpu_s, files, file_blocks, core = result.stdout.split()
     assert int(virtual_kb) == 300 * 1024
@@ -314,13 +337,18 @@ def test_limits_are_applied_to_the_script_process():
     assert int(core) == 0
 
 
-def test_writing_a_file_beyond_the_size_limit_is_killed_with_a_clear_error():
+def test_the_process_limit_is_set_in_the_sandbox():
+    result = script_run(argv("grep", "Max processes", "/proc/self/limits"))
+    assert result.stdout.split()[2:4] == [str(PROCESS_LIMIT), str(PROCESS_LIMIT)]
+
+
+def test_writing_a_file_beyond_the_size_limit_is_killed_with_a_clear_error(both_modes):
     result = script_run(argv("dd", "if=/dev/zero", "of=big", "bs=1M", "count=70"))
     assert result.killed_by == f"signal {int(signal.SIGXFSZ)}"
     assert result.error() == "Killed: file size limit exceeded (64 MB)"
 
 
-def test_the_script_starts_with_no_signal_ignored():
+def test_the_script_starts_with_no_signal_ignored(both_modes):
     result = script_run(argv("grep", "SigIgn", "/proc/self/status"))
     label, mask = result.stdout.split()
     # Signals 1-31; 32 and above are real-time signals the C library keeps for itself, which a
@@ -328,7 +356,7 @@ def test_the_script_starts_with_no_signal_ignored():
     assert (label, int(mask, 16) & 0x7FFFFFFF) == ("SigIgn:", 0)
 
 
-def test_a_script_killed_by_a_signal_reports_the_signal():
+def test_a_script_killed_by_a_signal_reports_the_signal(both_modes):
     result = script_run(argv(PYTHON, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGUSR1)"))
     assert result.exit_code is None
     assert result.killed_by == f"signal {int(signal.SIGUSR1)}"
@@ -359,17 +387,16 @@ def listening_port():
 CONNECT = "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=5); print('connected')"
 
 
-@pytest.mark.skipif(not network_isolation_available(),
-                    reason="network namespaces (unshare --net) are not permitted on this machine")
-def test_without_network_a_script_cannot_reach_even_the_hosts_loopback(listening_port):
+def test_without_network_a_script_cannot_reach_even_the_hosts_loopback(listening_port, both_modes):
     result = script_run(argv(PYTHON, "-c", CONNECT, str(listening_port)))
     assert result.network_isolated
     assert not result.succeeded
     assert "connected" not in result.stdout
-    assert "OSError" in result.stderr or "unreachable" in result.stderr
+    # The sandbox has a loopback of its own (bwrap brings it up; unshare leaves it down).
+    assert "Connection refused" in result.stderr or "unreachable" in result.stderr
 
 
-def test_with_network_allowed_the_same_connection_succeeds(listening_port):
+def test_with_network_allowed_the_same_connection_succeeds(listening_port, both_modes):
     result = script_run(argv(PYTHON, "-c", CONNECT, str(listening_port), network=True))
     assert not result.network_isolated
     assert result.succeeded, result.error()
@@ -379,15 +406,66 @@ def test_with_network_allowed_the_same_connection_succeeds(listening_port):
 # --- threads --------------------------------------------------------------------------------------
 
 
-def test_scripts_can_run_from_several_threads_at_once():
+def test_scripts_can_run_from_several_threads_at_once_each_as_its_own_uid():
     results: dict[int, ScriptResult] = {}
 
     def run(index: int) -> None:
-        results[index] = script_run(sh(f"sleep 0.5; echo {index}"))
+        results[index] = script_run(sh(f"sleep 0.5; echo {index} $(id -u)"))
 
     threads = [threading.Thread(target=run, args=(index,)) for index in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert {index: result.stdout for index, result in results.items()} == {index: f"{index}\n" for index in range(4)}
+    lines = {index: result.stdout.split() for index, result in results.items()}
+    assert {index: words[0] for index, words in lines.items()} == {index: str(index) for index in range(4)}
+    # One uid per sandbox running at the same time, so RLIMIT_NPROC and signals stay per sandbox.
+    assert len({words[1] for words in lines.values()}) == 4
+
+
+# --- the mode in force ----------------------------------------------------------------------------
+
+
+def test_bubblewrap_is_the_mode_in_force_by_default():
+    current = sandbox.mode()
+    assert current.name == "bwrap"
+    assert "bubblewrap" in current.reason
+    assert sandbox.unavailable_reason() is None
+
+
+def test_subprocess_mode_runs_scripts_as_the_servers_user_when_debug_is_on(settings):
+    settings.ATRIUM_SCRIPT_SANDBOX, settings.DEBUG = "subprocess", True
+    assert sandbox.mode().name == "subprocess"
+    assert sandbox.unavailable_reason() is None
+    result = script_run(sh("id -u"))
+    assert result.succeeded
+    assert result.stdout == f"{os.getuid()}\n"
+
+
+def test_subprocess_mode_is_refused_with_debug_off_and_nothing_runs(settings, tmp_path, sandbox_dir):
+    settings.ATRIUM_SCRIPT_SANDBOX, settings.DEBUG = "subprocess", False
+    witness = tmp_path / "ran"
+    assert sandbox.mode().name == "unavailable"
+    result = script_run(sh(f"touch {witness}"))
+    assert not result.succeeded
+    assert result.refused == sandbox.unavailable_reason()
+    assert result.error() == ("Script nodes cannot run: ATRIUM_SCRIPT_SANDBOX=subprocess is only for a local "
+                              "single-user server with DEBUG on. Install bubblewrap (apt-get install bubblewrap) "
+                              "and unset it.")
+    assert result.output() == {"stdout": "", "stderr": "", "exitCode": None}
+    assert not witness.exists()
+    assert not sandbox_dir.exists()
+
+
+def test_without_bubblewrap_script_nodes_are_refused_saying_what_to_install(monkeypatch, tmp_path, sandbox_dir):
+    monkeypatch.setattr(sandbox, "TOOLS_PATH", str(tmp_path / "empty"))
+    witness = tmp_path / "ran"
+    assert sandbox.mode().name == "unavailable"
+    result = script_run(sh(f"touch {witness}"))
+    assert not result.succeeded and result.exit_code is None
+    assert result.error() == ("Script nodes need bubblewrap, which is not installed: apt-get install bubblewrap "
+                              "(a local single-user server with DEBUG on may set ATRIUM_SCRIPT_SANDBOX=subprocess "
+                              "instead).")
+    assert sandbox.unavailable_reason() == result.error()
+    assert not witness.exists()
+    assert not sandbox_dir.exists()

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-import yaml
 
 from accounts.errors import InvalidInput
 from elements.skill_format import (
@@ -13,6 +12,7 @@ from elements.skill_format import (
     convert,
     dollhouse_to_agent,
 )
+from elements.validation import safe_yaml_load
 
 # Deliberately unlike what the converter writes: a comment, quoting, key order, an extra key, no blank line.
 ORIGINAL_SKILL_MD = """---
@@ -55,7 +55,7 @@ def reimport(exported: dict) -> dict:
 
 
 def frontmatter_of(skill_md: str) -> dict:
-    return yaml.safe_load(skill_md.split("---\n")[1])
+    return safe_yaml_load(skill_md.split("---\n")[1])
 
 
 # --- Lossless round trips ---------------------------------------------------------------------
@@ -391,11 +391,11 @@ def test_the_dollhouse_markdown_written_on_import_has_the_documented_layout():
 
     markdown = imported["dollhouse_markdown"]
     frontmatter_text, content = markdown.removeprefix("---\n").split("---\n", 1)
-    assert list(yaml.safe_load(frontmatter_text)) == ["name", "description", "type", "format_version",
+    assert list(safe_yaml_load(frontmatter_text)) == ["name", "description", "type", "format_version",
                                                       "instructions", "tags", "triggers", "category", "author",
                                                       "version", "metadata"]
-    assert yaml.safe_load(frontmatter_text)["type"] == "skill"
-    assert yaml.safe_load(frontmatter_text)["format_version"] == "v2"
+    assert safe_yaml_load(frontmatter_text)["type"] == "skill"
+    assert safe_yaml_load(frontmatter_text)["format_version"] == "v2"
     assert "instructions: |\n  Line one.\n" in frontmatter_text
     assert content == imported["dollhouse"]["content"]
 
@@ -447,7 +447,7 @@ SKILL_MD_ERRORS = [
     ("---\nname: [unclosed\ndescription: x\n---\n", "not valid YAML"),
     ("---\n- a\n- list\n---\n", "must be a mapping"),
     ("---\nname: a\ndescription: " + "x" * (64 * 1024) + "\n---\n", "larger than 64 KB"),
-    ("---\nname: &n aliased\ndescription: *n\n---\n", "uses YAML aliases"),
+    ("---\nname: &n aliased\ndescription: *n\n---\n", "YAML anchors and aliases are not allowed"),
     ("---\nname: a\ndescription: b\nallowed-tools: 7\n---\n", "allowed_tools must be"),
     ("---\nname: a\ndescription: b\nmetadata: [x]\n---\n", "metadata must be an object"),
     ("---\nname: a\ndescription: b\nlicense: 3\n---\n", "license must be text"),

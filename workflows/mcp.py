@@ -14,9 +14,10 @@ from workflows import conversion, selectors, services
 from workflows.definition import AUTHORING, executors, json_schema
 from workflows.scoping import Scope, scope_resolve
 
-Cwd = Annotated[str | None, Field(description="Absolute path of a directory inside the project this call is about "
-                                              "(your working directory); resolved to the project's root. Pass this "
-                                              "or global: true.")]
+Cwd = Annotated[str | None, Field(max_length=4096, description="Absolute path of a directory inside the project "
+                                                              "this call is about (your working directory); "
+                                                              "resolved to the project's root. Pass this or "
+                                                              "global: true.")]
 Global = Annotated[bool | None, Field(alias="global", description="true to use your global store instead of a "
                                                                   "project (no working directory).")]
 SourceName = Literal["global", "repo"]

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
+import safeyaml
+from workflows.yamltext import YAML_BOUNDS
 
 MAX_SKILL_BYTES = 256 * 1024
 MAX_SCRIPT_BYTES = 256 * 1024
@@ -88,9 +88,8 @@ def frontmatter_split(text: str) -> tuple[dict[str, Any] | None, str]:
         return None, text
     body = text[match.end():]
     try:
-        data = YAML(typ="safe", pure=True).load(match["yaml"])
-    # The safe constructor raises ValueError for impossible dates such as 2024-13-45.
-    except (YAMLError, ValueError, RecursionError):
+        data = safeyaml.load(match["yaml"], schema=safeyaml.WORKFLOW, bounds=YAML_BOUNDS)
+    except safeyaml.InvalidYAML:
         return None, body
     return (data if isinstance(data, dict) else None), body
 

@@ -10,26 +10,13 @@ import re
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.constructor import SafeConstructor
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+import safeyaml
 from workflows.errors import InvalidConfig
 
 MAX_YAML_CHARS = 200_000
-
-
-class _JsonConstructor(SafeConstructor):
-    """YAML 1.2's core schema has no timestamps, and JSON (where definitions are stored) has no dates:
-    an unquoted 2024-01-01 stays the text it is."""
-
-
-_JsonConstructor.add_constructor("tag:yaml.org,2002:timestamp", SafeConstructor.construct_yaml_str)
-
-
-def _safe() -> YAML:
-    yaml = YAML(typ="safe", pure=True)
-    yaml.Constructor = _JsonConstructor
-    return yaml
+# Far past any real workflow; anchors stay usable for repeated node settings.
+YAML_BOUNDS = safeyaml.Bounds(depth=64, values=200_000, aliases=1_000)
 
 
 def _not_json(value: Any, where: str) -> str | None:
@@ -84,13 +71,12 @@ def yaml_load(text: str) -> Any:
     if len(text) > MAX_YAML_CHARS:
         raise InvalidConfig(f"The workflow is {len(text)} characters; the limit is {MAX_YAML_CHARS}.")
     try:
-        data = _safe().load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        raise InvalidConfig(f"The YAML does not parse{where}: {exc.problem or exc.context}.") from exc
-    except YAMLError as exc:
-        raise InvalidConfig(f"The YAML does not parse: {exc}.") from exc
+        data = safeyaml.load(text, schema=safeyaml.WORKFLOW, bounds=YAML_BOUNDS)
+    except safeyaml.InvalidYAML as exc:
+        if exc.unsafe:
+            raise InvalidConfig(f"The YAML is refused: {exc.message}") from exc
+        where = f" (line {exc.line}, column {exc.column})" if exc.line is not None else ""
+        raise InvalidConfig(f"The YAML does not parse{where}: {exc.problem}.") from exc
     where = _not_json(data, "")
     if where is not None:
         raise InvalidConfig(f"The YAML holds a value JSON cannot at {where} (binary data, a set, infinity or NaN); "

@@ -51,7 +51,9 @@ class LiveServer:
 
 
 @contextmanager
-def serve(tmp_path: Path, **env: str) -> Iterator[LiveServer]:
+def serve(tmp_path: Path, *, healthy: bool = True, **env: str) -> Iterator[LiveServer]:
+    """A server on a free port, once /healthz answers 200 (or, for a server whose database is
+    meant to be down, `healthy=False`, 503)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / f"server-{port}.log"
@@ -64,7 +66,7 @@ def serve(tmp_path: Path, **env: str) -> Iterator[LiveServer]:
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                if httpx.get(f"{url}/healthz", timeout=5).status_code == (200 if healthy else 503):
                     break
             except httpx.HTTPError:
                 pass

@@ -72,6 +72,8 @@ class Command(BaseCommand):
     help = "Create the demo user once, then print the MCP URL and a fresh personal token for it."
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from runs import sandbox
+
         user = User.objects.filter(username="demo").first()
         if user is None:
             password = secrets.token_urlsafe(12)
@@ -82,6 +84,7 @@ class Command(BaseCommand):
             password_line = "password as printed when it was created (reset: manage.py changepassword demo)"
         _, raw = token_create(caller=Caller.trusted(user, via=AuditEvent.Via.COMMAND), user=user,
                               label="make run")
+        scripts = sandbox.mode()
         self.stdout.write(
             "\n".join([
                 "",
@@ -93,6 +96,8 @@ class Command(BaseCommand):
                 "  Claude Code:  claude mcp add --transport http atrium "
                 f"{settings.ATRIUM_MCP_URL} --header \"Authorization: Bearer {raw}\"",
                 "  Docs:         docs/connecting-clients.md",
+                "",
+                f"  Script nodes: {scripts.name}. {scripts.reason}",
                 "",
             ])
         )

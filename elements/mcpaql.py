@@ -276,8 +276,10 @@ def run_one(endpoint: Endpoint, payload: object, caller: Caller) -> dict[str, An
         route = _route_for(endpoint, payload["operation"])
         call = Call(caller=caller, operation=route.name, params=params, element_type=_element_type(payload, params))
         # Writes run in one transaction with their gate, so a failed write gives back a consumed
-        # confirmation. Reads skip it: on SQLite every transaction takes the write lock.
-        with transaction.atomic() if route.endpoint is not Endpoint.READ else nullcontext():
+        # confirmation; so do the read endpoint's writes (a settings change). Reads skip it: on
+        # SQLite every transaction takes the write lock.
+        writes = route.endpoint is not Endpoint.READ or bool(route.explicit and route.explicit(params))
+        with transaction.atomic() if writes else nullcontext():
             refused = _gate(route, call)
             if refused is not None:
                 return refused

@@ -112,6 +112,20 @@ def test_a_settings_change_confirmed_after_its_refusal_goes_through(alice, portf
     assert UserSettings.objects.get(user=alice.user).values == stored
 
 
+def test_a_settings_change_that_fails_gives_its_confirmation_back(alice, portfolio):
+    aql = portfolio(alice)
+    aql.ok("mcp_aql_execute", "confirm_operation", operation="dollhouse_config")
+
+    failed = aql.call("mcp_aql_read", "dollhouse_config", action="set", setting="gatekeeper.auto_confirm",
+                      value="sometimes")
+    changed = aql.call("mcp_aql_read", "dollhouse_config", action="set", setting="elements.default_author",
+                       value="Team A")
+
+    assert failed == {"success": False, "error": "gatekeeper.auto_confirm takes a bool."}
+    assert changed["success"], changed
+    assert UserSettings.objects.get(user=alice.user).values == {"elements.default_author": "Team A"}
+
+
 def test_reading_settings_needs_no_confirmation_and_keeps_one_given_for_a_change(alice, portfolio):
     aql = portfolio(alice)
     aql.ok("mcp_aql_execute", "confirm_operation", operation="dollhouse_config")

@@ -26,7 +26,7 @@ from accounts.admin import admin_caller
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from accounts.services import audit_record
-from elements import services
+from elements import selectors, services
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
 from elements.packages import element_package
 from elements.types import ElementType
@@ -120,10 +120,18 @@ class ElementForm(forms.ModelForm):
     metadata = JsonObjectField(help_text="The type-specific fields and any others, as one JSON object.")
     gatekeeper = JsonObjectField(help_text="A policy with allow, confirm, deny, scopeRestrictions or "
                                            "externalRestrictions; empty for none.")
+    # The version the editor was opened at: saving over a change made since (by a client or another
+    # curator) is refused instead of silently undoing it.
+    loaded_version = forms.CharField(widget=forms.HiddenInput, required=False)
 
     class Meta:
         model = Element
         fields = ("owner", "element_type", "name", "format_version", *EDITABLE)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.fields["loaded_version"].initial = selectors.element_version(self.instance)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -155,8 +163,10 @@ class ElementForm(forms.ModelForm):
         if not changes:
             return element
         # The editor shows metadata and the policy whole, so what is posted replaces them.
+        loaded = data.get("loaded_version")
         return services.element_edit(caller=self.caller, element=element, changes=changes,
-                                     replace=frozenset(changes) & {"metadata", "gatekeeper"})
+                                     replace=frozenset(changes) & {"metadata", "gatekeeper"},
+                                     if_match={loaded} if loaded else None)
 
 
 class MemoryEntryInline(admin.TabularInline):
@@ -214,7 +224,7 @@ class ElementAdmin(admin.ModelAdmin):
             identity = ("owner", "element_type", "name", "format_version")
         else:
             identity = ("owner", "element_type", "name", "unique_id", "format_version", "created", "modified",
-                        "revision_history")
+                        "revision_history", "loaded_version")
         return ((None, {"fields": identity}), *self._BODY_FIELDSETS)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Element | None = None) -> Any:

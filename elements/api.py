@@ -18,13 +18,22 @@ from rest_framework.response import Response
 from accounts.api import ScopedApiView
 from accounts.authentication import caller_from_request
 from accounts.errors import InvalidInput, NotFound
+from accounts.versions import etag, if_match
 from elements import selectors, services, templating
 from elements.fields import TYPE_FIELDS
 from elements.models import Element, MemoryEntry
 from elements.packages import element_data, element_package, entry_data, package_load
 from elements.portfolio import yaml_dump
 from elements.selectors import GROUP_BY_FIELDS, SORT_FIELDS, ListQuery, page_window, pagination
-from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_SEARCH_QUERY, ElementType, element_type_parse
+from elements.types import (
+    DEFAULT_PAGE_SIZE,
+    MAX_OFFSET,
+    MAX_PAGE,
+    MAX_PAGE_SIZE,
+    MAX_SEARCH_QUERY,
+    ElementType,
+    element_type_parse,
+)
 
 READ, WRITE, DELETE = "elements:read", "elements:write", "elements:delete"
 
@@ -142,6 +151,11 @@ def _element_out(element: Element) -> dict[str, Any]:
     return ElementOutputSerializer(element_data(element, entries=_entries(element))).data
 
 
+def _element_response(element: Element, **kwargs: Any) -> Response:
+    """An element with its ETag, which PATCH takes back in If-Match to refuse a stale edit."""
+    return Response(_element_out(element), headers={"ETag": etag(selectors.element_version(element))}, **kwargs)
+
+
 class PaginationSerializer(serializers.Serializer):
     page = serializers.IntegerField()
     pageSize = serializers.IntegerField()
@@ -175,6 +189,10 @@ TYPE_PARAM = OpenApiParameter(
 )
 NAME_PARAM = OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH,
                               description="Element name, URL-encoded (may hold spaces and dots)")
+IF_MATCH_PARAM = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+                                  description="The ETag a GET answered: the edit is refused with 412 "
+                                              "(code version_conflict) if the element changed since")
+ETAG_HEADER = OpenApiResponse(ElementOutputSerializer, description="The element; its ETag header is its version")
 
 
 # --- list and create -----------------------------------------------------------------------
@@ -186,20 +204,20 @@ class ElementListCreateView(ElementsApiView):
         class Meta:
             ref_name = "ElementListFilter"
 
-        page = serializers.IntegerField(required=False, min_value=1)
+        page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
         pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
-        offset = serializers.IntegerField(required=False, min_value=0)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET)
         sortBy = serializers.ChoiceField(choices=list(SORT_FIELDS), required=False)
         sortOrder = serializers.ChoiceField(choices=["asc", "desc"], required=False)
-        nameContains = serializers.CharField(required=False)
-        descriptionContains = serializers.CharField(required=False)
+        nameContains = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
+        descriptionContains = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
         tags = serializers.ListField(child=serializers.CharField(), required=False,
                                      help_text="Repeatable: must have ALL of these tags")
         tagsAny = serializers.ListField(child=serializers.CharField(), required=False,
                                         help_text="Repeatable: must have ANY of these tags")
-        author = serializers.CharField(required=False)
-        category = serializers.CharField(required=False)
+        author = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
+        category = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
         createdAfter = serializers.DateTimeField(required=False)
         createdBefore = serializers.DateTimeField(required=False)
         aggregate = serializers.ChoiceField(choices=["count"], required=False,
@@ -278,14 +296,16 @@ class ElementDetailView(ElementsApiView):
         class Meta:
             ref_name = "ElementEditInput"
 
-    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses=ElementOutputSerializer,
+    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses=ETAG_HEADER,
                    summary="Get an element, with its content and metadata", operation_id="element_get")
     def get(self, request: Request, element_type: str, name: str) -> Response:
         element = selectors.element_get(caller=caller_from_request(request, via="api"),
                                         element_type=_element_type(element_type), name=name)
-        return Response(_element_out(element))
+        return _element_response(element)
 
-    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], request=InputSerializer, responses=ElementOutputSerializer,
+    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM, IF_MATCH_PARAM], request=InputSerializer,
+                   responses={200: ETAG_HEADER, 412: OpenApiResponse(description="If-Match is stale: "
+                                                                     "{error, code: version_conflict}")},
                    summary="Edit an element: the body is deep-merged into it", operation_id="element_edit")
     def patch(self, request: Request, element_type: str, name: str) -> Response:
         kind = _element_type(element_type)
@@ -297,8 +317,8 @@ class ElementDetailView(ElementsApiView):
         changes.update({k: request.data[k] for k in ("name", "element_name") if k in request.data})
         caller = caller_from_request(request, via="api")
         element = services.element_edit(caller=caller, element=selectors.element_get(
-            caller=caller, element_type=kind, name=name), changes=changes)
-        return Response(_element_out(element))
+            caller=caller, element_type=kind, name=name), changes=changes, if_match=if_match(request))
+        return _element_response(element)
 
     @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses={204: None},
                    summary="Delete an element (a backup revision is kept)", operation_id="element_delete")
@@ -320,7 +340,7 @@ class ElementSearchView(ElementsApiView):
 
         q = serializers.CharField(max_length=MAX_SEARCH_QUERY - 1, help_text="Words to find (all of them)")
         type = serializers.CharField(required=False, help_text="Only this element type")
-        page = serializers.IntegerField(required=False, min_value=1, default=1)
+        page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=1)
         pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE,
                                             default=DEFAULT_PAGE_SIZE)
 

@@ -50,9 +50,9 @@ def version_key(version: str) -> str:
 
 def split_params(element_type: ElementType, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Separate a client's params into shared fields and metadata (type-specific and free-form)."""
-    metadata = dict(params.get("metadata") or {})
     if not isinstance(params.get("metadata", {}), dict | type(None)):
         raise InvalidInput("metadata must be an object.", code="invalid_metadata")
+    metadata = dict(params.get("metadata") or {})
     for key in TYPE_FIELDS[element_type]:
         if key in params:
             metadata[key] = params[key]
@@ -170,6 +170,12 @@ def _clean_type_metadata(element_type: ElementType, metadata: dict[str, Any], fi
         raise InvalidInput("priority must be a whole number (lower loads first).", code="invalid_memory")
 
 
+def _goal_template(goal: object) -> object:
+    # Read before the type fields are checked, so a goal that is not an object counts as none here
+    # and is refused by name there.
+    return goal.get("template") if isinstance(goal, dict) else None
+
+
 def clean_fields(element_type: ElementType, fields: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
     """The complete, valid values to store for an element of `element_type`.
 
@@ -200,7 +206,7 @@ def clean_fields(element_type: ElementType, fields: dict[str, Any], metadata: di
         # An upgraded v1 skill keeps its body as instructions, so either field will do.
         raise InvalidInput("A skill needs content (or instructions).", code="content_required")
     elif element_type is ElementType.AGENT and not (cleaned["content"] or cleaned["instructions"]
-                                                     or (metadata.get("goal") or {}).get("template")):
+                                                     or _goal_template(metadata.get("goal"))):
         raise InvalidInput("An agent needs content, instructions or goal.template.", code="content_required")
     if element_type is not ElementType.PERSONA:
         for field in ("instructions", "content"):

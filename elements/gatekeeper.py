@@ -65,6 +65,10 @@ class Decision:
         return self.level is Level.AUTO_APPROVE or self.satisfied_by is not None
 
 
+POLICY_CHANGE = "Creating or changing a gatekeeper policy needs an explicit confirmation every time."
+SETTINGS_CHANGE = ("Changing your settings (auto-confirm is one of them) needs an explicit confirmation every "
+                   "time.")
+
 # Operations that touch no element, so a type restriction has nothing to restrict.
 TYPELESS_OPERATIONS = frozenset({"introspect", "get_build_info", "dollhouse_config", "query_logs",
                                  "convert_skill_format", "confirm_operation", "deactivate_element"})
@@ -114,20 +118,21 @@ def decide(
     can_be_elevated: bool,
     policies: list[Policy],
     held: list[Held],
-    explicit: bool = False,
+    explicit: str = "",
     auto_confirm: bool = False,
 ) -> Decision:
-    """Decide one call. `explicit`: the call creates or changes a gatekeeper policy, so only a
-    single-use confirmation made for it counts, whatever session confirmations or allow policies
-    say. `auto_confirm`: the user's setting to let their host's own approval stand in for
-    confirmations (never for explicit ones or for operations that cannot be elevated)."""
+    """Decide one call. `explicit`: why the call changes who may do what (a gatekeeper policy, the
+    user's settings), or "": when given, only a single-use confirmation made for it counts,
+    whatever session confirmations or allow policies say. `auto_confirm`: the user's setting to let
+    their host's own approval stand in for confirmations (never for explicit ones or for operations
+    that cannot be elevated)."""
     level, reason, source = policy_level(operation=operation, element_type=element_type, default=default,
                                          can_be_elevated=can_be_elevated, policies=policies)
     if level is Level.DENY:
         return Decision(level, reason, source)
     if explicit:
         level = Level.CONFIRM_SINGLE_USE
-        reason = "Creating or changing a gatekeeper policy needs an explicit confirmation every time."
+        reason = explicit
     if level is Level.AUTO_APPROVE:
         return Decision(level, reason or "Read operations are approved automatically.", source)
     for confirmation in held:

@@ -6,23 +6,33 @@ import json
 from typing import Annotated, Any
 
 from mcp import types
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 import elements.operations  # noqa: F401  (fills the route table)
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, success_result, tool
 from elements.mcpaql import ROUTES, Endpoint, run
 
-Operation = Annotated[str | None, Field(description="The operation to run, e.g. list_elements. Omit it when "
-                                                    "sending a batch in operations.")]
-ElementTypeArg = Annotated[str | None, Field(description="persona, skill, template, agent, memory or ensemble "
-                                                         "(singular or plural). May also go inside params.")]
-ElementTypeLegacy = Annotated[str | None, Field(description="The same as element_type (older spelling).")]
-Params = Annotated[dict[str, Any] | None, Field(description="The operation's parameters. introspect lists them: "
-                                                            '{"operation": "introspect", "params": {"query": '
-                                                            '"operations", "name": "<operation>"}}.')]
-Operations = Annotated[list[dict[str, Any]] | None, Field(
-    description="A batch: up to 50 {operation, element_type?, params?}, run in order and each gated on its own.")]
+# The arguments are typed Any for validation and keep their documented types in the schema: a
+# wrong type then reaches elements.mcpaql, which answers it in MCP-AQL's own {success: false, error}
+# instead of a generic argument error.
+_TEXT = {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}
+Operation = Annotated[Any, WithJsonSchema(_TEXT), Field(description="The operation to run, e.g. list_elements. "
+                                                                    "Omit it when sending a batch in operations.")]
+ElementTypeArg = Annotated[Any, WithJsonSchema(_TEXT), Field(
+    description="persona, skill, template, agent, memory or ensemble (singular or plural). May also go inside "
+                "params.")]
+ElementTypeLegacy = Annotated[Any, WithJsonSchema(_TEXT), Field(description="The same as element_type (older "
+                                                                            "spelling).")]
+Params = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "object", "additionalProperties": True},
+                                                  {"type": "null"}], "default": None}),
+                   Field(description='The operation\'s parameters. introspect lists them: {"operation": '
+                                     '"introspect", "params": {"query": "operations", "name": "<operation>"}}.')]
+Operations = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "object",
+                                                                                    "additionalProperties": True}},
+                                                      {"type": "null"}], "default": None}),
+                       Field(description="A batch: up to 50 {operation, element_type?, params?}, run in order and "
+                                         "each gated on its own.")]
 
 _SEMANTICS = {
     Endpoint.CREATE: "Additive, non-destructive operations: create elements, add memory entries, import.",
@@ -56,12 +66,11 @@ class ElementTools(Toolset):
     def _error_result(self, exc: DomainError) -> types.CallToolResult:
         return answer({"success": False, "error": exc.message})
 
-    def _run(self, endpoint: Endpoint, operation: str | None, element_type: str | None,
-             params: dict[str, Any] | None, operations: list[dict[str, Any]] | None,
-             element_type_legacy: str | None) -> types.CallToolResult:
+    def _run(self, endpoint: Endpoint, operation: Any, element_type: Any, params: Any, operations: Any,
+             element_type_legacy: Any) -> types.CallToolResult:
         payload: dict[str, Any] = {"operation": operation, "params": params}
-        if element_type or element_type_legacy:
-            payload["element_type"] = element_type or element_type_legacy
+        if element_type is not None or element_type_legacy is not None:
+            payload["element_type"] = element_type if element_type is not None else element_type_legacy
         if operations is not None:
             payload = {"operations": operations}
         return answer(run(endpoint, payload, self.caller))

@@ -8,7 +8,6 @@ client sent to one endpoint and answers exactly `{success: true, data}` or
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -21,7 +20,13 @@ from accounts.caller import Caller
 from accounts.errors import DomainError, InvalidInput
 from elements import selectors, services
 from elements.gatekeeper import Level, decide
-from elements.types import MAX_BATCH_OPERATIONS, ElementType, element_type_parse
+from elements.types import (
+    MAX_BATCH_OPERATIONS,
+    MAX_NAME_LENGTH,
+    MAX_SEARCH_QUERY,
+    ElementType,
+    element_type_parse,
+)
 
 
 class Endpoint(Enum):
@@ -64,6 +69,9 @@ class Route:
     # False: element policies and confirmations do not apply (confirm_operation itself, and
     # deactivate_element, so a user can always lift the policy of an element they activated).
     gated: bool = True
+    # For operations some of whose calls change who may do what (a gatekeeper policy, the user's
+    # settings): given a call's params, why it needs an explicit single-use confirmation, or "".
+    explicit: Callable[[dict[str, Any]], str] | None = None
 
     @property
     def default_level(self) -> Level:
@@ -102,8 +110,24 @@ class Call:
         return None
 
     def name(self) -> str:
-        name = self.text("element_name", required=True, aliases=("name",))
-        return name.strip()
+        name = self.text("element_name", required=True, aliases=("name",)).strip()
+        if len(name) > MAX_NAME_LENGTH:
+            # No element has a longer name; refusing it here keeps it out of the error text too.
+            raise InvalidInput(f"Parameter 'element_name' is at most {MAX_NAME_LENGTH} characters (got "
+                               f"{len(name):,}).", code="invalid_parameter")
+        return name
+
+    def filter_text(self, key: str, source: dict[str, Any]) -> str:
+        """A text filter (nameContains, author...): a string under MAX_SEARCH_QUERY characters."""
+        value = source.get(key)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise InvalidInput(f"Parameter '{key}' must be a string.", code="invalid_parameter")
+        if len(value) >= MAX_SEARCH_QUERY:
+            raise InvalidInput(f"Parameter '{key}' must be under {MAX_SEARCH_QUERY} characters (got "
+                               f"{len(value):,}).", code="invalid_parameter")
+        return value
 
     def flag(self, key: str, default: bool = False) -> bool:
         value = self.params.get(key, default)
@@ -111,17 +135,21 @@ class Call:
             raise InvalidInput(f"Parameter '{key}' must be true or false.", code="invalid_parameter")
         return value
 
-    def number(self, key: str, default: int | None = None, *, low: int | None = None, high: int | None = None,
+    def number(self, key: str, default: int | None = None, *, low: int, high: int,
                container: dict[str, Any] | None = None) -> int | None:
-        value = (container if container is not None else self.params).get(key, default)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-            raise InvalidInput(f"Parameter '{key}' must be a whole number.", code="invalid_parameter")
-        value = int(value)
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise InvalidInput(f"Parameter '{key}' must be between {low} and {high}.", code="invalid_parameter")
-        return value
+        """A whole number from low to high; `default` when the key is absent. An explicit null is
+        refused like any other non-number, so a client learns its paging was not applied."""
+        source = container if container is not None else self.params
+        if key not in source:
+            return default
+        value = source[key]
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or (isinstance(value, float) and not value.is_integer())):
+            raise InvalidInput(f"Parameter '{key}' must be a whole number (got {_kind(value)}).",
+                               code="invalid_parameter")
+        if not low <= value <= high:
+            raise InvalidInput(f"Parameter '{key}' must be between {low:,} and {high:,}.", code="invalid_parameter")
+        return int(value)
 
     def obj(self, key: str, *, required: bool = False) -> dict[str, Any] | None:
         value = self.params.get(key)
@@ -142,9 +170,18 @@ class Call:
         return tuple(value)
 
 
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "a string"
+    return f"{value!r}" if isinstance(value, int | float) else f"a {type(value).__name__}"
+
+
 def operation(
     name: str, endpoint: Endpoint, description: str, *, params: tuple[Param, ...] = (), returns: str = "",
     examples: tuple[str, ...] = (), level: Level | None = None, can_be_elevated: bool = True, gated: bool = True,
+    explicit: Callable[[dict[str, Any]], str] | None = None,
 ) -> Callable[[Callable[[Call], Any]], Callable[[Call], Any]]:
     """Register a handler in the route table."""
 
@@ -152,7 +189,7 @@ def operation(
         if name in ROUTES:
             raise RuntimeError(f"Operation {name} is registered twice.")
         ROUTES[name] = Route(name, endpoint, handler, description, params, returns, examples, level,
-                             can_be_elevated, gated)
+                             can_be_elevated, gated, explicit)
         return handler
 
     return register
@@ -184,49 +221,13 @@ def _route_for(endpoint: Endpoint, name: object) -> Route:
     return route
 
 
-def _package_has_policy(data: object) -> bool:
-    """Whether an import's data (an object, JSON text or the YAML export) carries a policy."""
-    from elements.packages import package_load
-
-    if isinstance(data, str):
-        try:
-            data = json.loads(data)
-        except ValueError:
-            try:
-                data = package_load(data)
-            except DomainError:
-                return False  # the operation itself reports what is wrong with it
-    if not isinstance(data, dict):
-        return False
-    return bool(data.get("gatekeeper") or (data.get("metadata") or {}).get("gatekeeper"))
-
-
-def _needs_explicit_confirmation(call: Call) -> bool:
-    """Calls that change who may do what: a gatekeeper policy, or the user's own settings (one of
-    which is auto-confirm). They need a single-use confirmation every time."""
-    params = call.params
-    if call.operation == "create_element":
-        return bool(params.get("gatekeeper") or (params.get("metadata") or {}).get("gatekeeper"))
-    if call.operation == "edit_element":
-        changes = params.get("input") or {}
-        return isinstance(changes, dict) and ("gatekeeper" in changes
-                                              or "gatekeeper" in (changes.get("metadata") or {}))
-    if call.operation == "import_element":
-        return _package_has_policy(params.get("data"))
-    if call.operation == "import_persona":
-        return _package_has_policy(params.get("source"))
-    if call.operation == "dollhouse_config":
-        return params.get("action") in ("set", "import", "reset")
-    return False
-
-
 def _gate(route: Route, call: Call) -> dict[str, Any] | None:
     """None if the call may run now; else the failure that says why not."""
     if not route.gated:
         return None
     type_name = call.element_type.value if call.element_type else None
     policies = selectors.session_policies(caller=call.caller)
-    explicit = _needs_explicit_confirmation(call)
+    explicit = route.explicit(call.params) if route.explicit is not None else ""
     if route.default_level is Level.AUTO_APPROVE and not policies and not explicit:
         return None  # the common read: nothing to look up beyond the active policies
     confirmations = selectors.session_confirmations(caller=call.caller)
@@ -241,8 +242,11 @@ def _gate(route: Route, call: Call) -> dict[str, Any] | None:
     if decision.allowed:
         if decision.satisfied_by is not None and decision.satisfied_by.level == "single_use":
             # Consumed inside the call's transaction: if the operation then fails, the rollback
-            # gives the confirmation back.
-            services.confirmation_consume(next(pk for pk, held in confirmations if held is decision.satisfied_by))
+            # gives the confirmation back. Losing the claim to a concurrent call means the
+            # confirmation is spent: decide again on what the session still holds.
+            spent = next(pk for pk, held in confirmations if held is decision.satisfied_by)
+            if not services.confirmation_consume(confirmation_id=spent):
+                return _gate(route, call)
         return None
     level = decision.level.confirmation
     services.confirmation_request(caller=call.caller, operation=route.name, element_type=type_name or "",
@@ -272,8 +276,10 @@ def run_one(endpoint: Endpoint, payload: object, caller: Caller) -> dict[str, An
         route = _route_for(endpoint, payload["operation"])
         call = Call(caller=caller, operation=route.name, params=params, element_type=_element_type(payload, params))
         # Writes run in one transaction with their gate, so a failed write gives back a consumed
-        # confirmation. Reads skip it: on SQLite every transaction takes the write lock.
-        with transaction.atomic() if route.endpoint is not Endpoint.READ else nullcontext():
+        # confirmation; so do the read endpoint's writes (a settings change). Reads skip it: on
+        # SQLite every transaction takes the write lock.
+        writes = route.endpoint is not Endpoint.READ or bool(route.explicit and route.explicit(params))
+        with transaction.atomic() if writes else nullcontext():
             refused = _gate(route, call)
             if refused is not None:
                 return refused

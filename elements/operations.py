@@ -8,23 +8,35 @@ from __future__ import annotations
 
 import json
 import platform
+from collections.abc import Callable
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import django
 from django.db import connection
-from django.utils.dateparse import parse_datetime
 
-from accounts.errors import InvalidInput
-from accounts.selectors import audit_category, audit_events
+from accounts.errors import DomainError, InvalidInput
+from accounts.selectors import audit_category
 from elements import ensembles, introspection, selectors, services, similarity, skill_format, templating
 from elements.fields import clean_fields, split_params
-from elements.gatekeeper import Level, decide, matches
+from elements.gatekeeper import POLICY_CHANGE, SETTINGS_CHANGE, Level, decide, matches
 from elements.mcpaql import ROUTES, Call, Endpoint, Param, operation
 from elements.models import Element
 from elements.packages import element_data, element_package, entry_data, package_load
-from elements.portfolio import yaml_dump
-from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_SEARCH_QUERY, ElementType, element_type_parse
+from elements.portfolio import package_from_markdown, yaml_dump
+from elements.types import (
+    DEFAULT_PAGE_SIZE,
+    MAX_FILE_BYTES,
+    MAX_OFFSET,
+    MAX_PAGE,
+    MAX_PAGE_SIZE,
+    MAX_SEARCH_QUERY,
+    ElementType,
+    datetime_parse,
+    element_type_parse,
+)
+from workflows.scoping import server_paths_allowed
 
 NAME = Param("element_name", "string", True, "Element name (case-sensitive)")
 TYPE = Param("element_type", "string", True, "persona, skill, template, agent, memory or ensemble")
@@ -89,10 +101,10 @@ def select_fields(data: Any, fields: object) -> Any:
 
 def _page_params(call: Call, source: dict[str, Any]) -> tuple[int, int]:
     return selectors.page_window(
-        page=call.number("page", None, low=1, container=source),
+        page=call.number("page", None, low=1, high=MAX_PAGE, container=source),
         page_size=call.number("pageSize", None, low=1, high=MAX_PAGE_SIZE, container=source),
         limit=call.number("limit", None, low=1, high=MAX_PAGE_SIZE, container=source),
-        offset=call.number("offset", None, low=0, container=source),
+        offset=call.number("offset", None, low=0, high=MAX_OFFSET, container=source),
     )
 
 
@@ -104,19 +116,14 @@ def _list_query(call: Call, element_type: ElementType | None) -> selectors.ListQ
 
     def when(key: str) -> Any:
         value = filters.get(key)
-        if value is None:
-            return None
-        parsed = parse_datetime(value) if isinstance(value, str) else None
-        if parsed is None:
-            raise InvalidInput(f"{key} must be an ISO 8601 date-time.", code="invalid_filter")
-        return parsed
+        return None if value is None else datetime_parse(value, field=key, code="invalid_filter")
 
     return selectors.ListQuery(
-        element_type=element_type, name_contains=str(filters.get("nameContains") or ""),
-        description_contains=str(filters.get("descriptionContains") or ""),
+        element_type=element_type, name_contains=call.filter_text("nameContains", filters),
+        description_contains=call.filter_text("descriptionContains", filters),
         tags_all=call.strings("tags", filters), tags_any=call.strings("tagsAny", filters),
-        author=str(filters.get("author") or ""), category=str(filters.get("category") or ""),
-        status=str(filters.get("status") or "all"), created_after=when("createdAfter"),
+        author=call.filter_text("author", filters), category=call.filter_text("category", filters),
+        status=call.filter_text("status", filters) or "all", created_after=when("createdAfter"),
         created_before=when("createdBefore"), sort_by=str(sort.get("sortBy") or "name"),
         sort_order=str(sort.get("sortOrder") or "asc"), page=page, page_size=size,
     )
@@ -156,6 +163,50 @@ def _get(call: Call) -> Element:
     return selectors.element_get(caller=call.caller, element_type=call.type_required(), name=call.name())
 
 
+# --- calls that need an explicit confirmation -----------------------------------------------
+
+def _carries_policy(fields: object) -> bool:
+    """Whether element fields from a client set a gatekeeper policy, top-level or under metadata."""
+    if not isinstance(fields, dict):
+        return False
+    metadata = fields.get("metadata")
+    return "gatekeeper" in fields or (isinstance(metadata, dict) and "gatekeeper" in metadata)
+
+
+def _package_has_policy(data: object) -> bool:
+    """Whether an import's data (an object, JSON text or the YAML export) carries a policy."""
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            try:
+                data = package_load(data)
+            except DomainError:
+                return False  # the operation itself reports what is wrong with it
+    if not isinstance(data, dict):
+        return False
+    metadata = data.get("metadata")
+    return bool(data.get("gatekeeper") or (isinstance(metadata, dict) and metadata.get("gatekeeper")))
+
+
+def _creates_policy(params: dict[str, Any]) -> str:
+    metadata = params.get("metadata")
+    policy = params.get("gatekeeper") or (isinstance(metadata, dict) and metadata.get("gatekeeper"))
+    return POLICY_CHANGE if policy else ""
+
+
+def _edits_policy(params: dict[str, Any]) -> str:
+    return POLICY_CHANGE if _carries_policy(params.get("input")) else ""
+
+
+def _imports_policy(key: str) -> Callable[[dict[str, Any]], str]:
+    return lambda params: POLICY_CHANGE if _package_has_policy(params.get(key)) else ""
+
+
+def _changes_settings(params: dict[str, Any]) -> str:
+    return SETTINGS_CHANGE if params.get("action") in SETTINGS_WRITES else ""
+
+
 # --- CREATE --------------------------------------------------------------------------------
 
 @operation("create_element", Endpoint.CREATE, "Create a new element of any type.", params=(
@@ -169,7 +220,7 @@ def _get(call: Call) -> Element:
 ), returns="The created element, as get_element returns it", examples=(
     '{"operation": "create_element", "element_type": "persona", "params": {"element_name": "code-reviewer", '
     '"description": "Reviews code", "instructions": "You ARE a careful reviewer."}}',
-))
+), explicit=_creates_policy)
 def create_element(call: Call) -> dict[str, Any]:
     element_type = call.type_required()
     if call.text("description") is None:
@@ -185,7 +236,7 @@ def create_element(call: Call) -> dict[str, Any]:
 @operation("import_element", Endpoint.CREATE, "Import an element from an export package.", params=(
     Param("data", "string|object", True, "The export package (object, JSON or YAML text) from export_element"),
     Param("overwrite", "boolean", False, "Replace an element of the same name (default false)", False),
-))
+), explicit=_imports_policy("data"))
 def import_element(call: Call) -> dict[str, Any]:
     if "data" not in call.params:
         raise InvalidInput("Missing required parameter 'data' for import_element.", code="missing_parameter")
@@ -194,23 +245,51 @@ def import_element(call: Call) -> dict[str, Any]:
     return {"imported": True, "created": created, "element": _full(element)}
 
 
-@operation("import_persona", Endpoint.CREATE, "Import a persona from a JSON string (an export package or "
-           "persona fields). Server-side file paths are not readable.", params=(
-    Param("source", "string", True, "JSON text of the persona"),
+@operation("import_persona", Endpoint.CREATE, "Import a persona from a file path (where this server may read "
+           "your disk: a local or stdio server) or from JSON text (an export package or persona fields).", params=(
+    Param("source", "string", True, "An absolute path to a persona file (.md or .json), or the persona as JSON"),
     Param("overwrite", "boolean", False, "Replace a persona of the same name", False),
-))
+), explicit=_imports_policy("source"))
 def import_persona(call: Call) -> dict[str, Any]:
     source = call.text("source", required=True)
-    if not source.lstrip().startswith("{"):
-        raise InvalidInput("source must be JSON text: Atrium runs on a server and cannot read files from your "
-                           "machine. Pass the file's contents instead.", code="invalid_source")
-    package = package_load({"element_type": "persona", **_json_object(source)})
+    if source.lstrip().startswith("{"):
+        package = {"element_type": "persona", **_json_object(source)}
+    else:
+        package = _persona_file(call, source.strip())
+    package = package_load(package)
     if element_type_parse(package["element_type"]) is not ElementType.PERSONA:
         raise InvalidInput("import_persona imports personas; use import_element for other types.",
                            code="invalid_source")
     element, created = services.element_import(caller=call.caller, package=package,
                                                overwrite=call.flag("overwrite"))
     return {"imported": True, "created": created, "element": _full(element)}
+
+
+def _persona_file(call: Call, source: str) -> dict[str, Any]:
+    """The package of the persona file at `source`, on a server that runs on the caller's machine."""
+    if not server_paths_allowed(call.caller):
+        raise InvalidInput("source looks like a file path, and this is a shared server: it reads no files from "
+                           "its own disk for callers, and cannot reach your machine's. Pass the persona as JSON "
+                           'text instead: an export package, or {"name", "description", "instructions"}.',
+                           code="server_paths_disabled")
+    path = Path(source).expanduser()
+    if not path.is_absolute():
+        raise InvalidInput(f"source {source!r} is not an absolute path: pass the persona file's full path.",
+                           code="invalid_source")
+    try:
+        if not path.is_file():
+            raise InvalidInput(f"No persona file at {path}.", code="invalid_source")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise InvalidInput(f"{path.name}: file too large: at most {MAX_FILE_BYTES:,} bytes.", code="too_large")
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path.name}: not UTF-8 text.", code="invalid_source") from exc
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path} could not be read: {getattr(exc, 'strerror', None) or exc}.",
+                           code="invalid_source") from exc
+    if path.suffix.lower() == ".json":
+        return {"element_type": "persona", **_json_object(text)}
+    return package_from_markdown(text, element_type=ElementType.PERSONA, filename=path.name)
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -334,9 +413,13 @@ def search(call: Call) -> dict[str, Any]:
         raise InvalidInput(f"Unknown scope {', '.join(unknown)}. Scopes: {', '.join(SEARCH_SCOPES)}.",
                            code="invalid_scope")
     if "github" in scopes:
-        raise InvalidInput("The github scope is not configured on this server; search with scope local, "
-                           "collection or all.", code="scope_not_configured")
+        raise InvalidInput("The GitHub portfolio source is not configured on this server yet, so scope github "
+                           "cannot be searched. Search with scope local, collection or all.",
+                           code="source_not_configured")
     sources = ["local", "collection"] if "all" in scopes else [s for s in ("local", "collection") if s in scopes]
+    if "all" in scopes:
+        call.warnings.append("The GitHub portfolio source is not configured on this server yet: scope all searched "
+                             "local and collection.")
     element_type = element_type_parse(call.params["type"]) if call.params.get("type") else call.element_type
     page, size = _page_params(call, call.params)
     text = (call.text("query", required=True) or "").strip()
@@ -500,7 +583,8 @@ def _target(call: Call) -> Element:
 @operation("search_by_verb", Endpoint.READ, "Find elements that handle an action verb.", params=(
     Param("verb", "string", True, "Action verb, e.g. debug"), Param("limit", "number", False, "Max results", 20)))
 def search_by_verb(call: Call) -> dict[str, Any]:
-    return similarity.search_by_verb(call.text("verb", required=True), _cards(call),
+    call.text("verb", required=True)
+    return similarity.search_by_verb(call.filter_text("verb", call.params), _cards(call),
                                      limit=call.number("limit", 20, low=1, high=100))
 
 
@@ -537,37 +621,40 @@ def get_build_info(call: Call) -> dict[str, Any]:
             "operations": len(ROUTES)}
 
 
-LOG_LEVELS = ("debug", "info", "warn", "error")
-
-
 @operation("query_logs", Endpoint.READ, "Your recent activity: the audit log of writes made with your account.",
-           params=(Param("category", "string", False, "all, security or application", "all"),
+           params=(Param("category", "string", False, "all, application, security, performance or telemetry "
+                                                      "(the last two record nothing)", "all"),
+                   Param("level", "string", False, "Minimum level: debug, info, warn or error (audit entries are "
+                                                   "info)", "debug"),
+                   Param("source", "string", False, "Where the write came from, matched within: mcp, api, admin, "
+                                                    "command, web, task"),
                    Param("message", "string", False, "Text to find in the action or target"),
                    Param("since", "string", False, "ISO 8601: entries after"),
                    Param("until", "string", False, "ISO 8601: entries before"),
                    Param("limit", "number", False, "1-500", 50), Param("offset", "number", False, "Skip", 0)))
 def query_logs(call: Call) -> dict[str, Any]:
     def moment(key: str) -> Any:
-        if not call.text(key):
-            return None
-        parsed = parse_datetime(call.params[key])
-        if parsed is None:
-            raise InvalidInput(f"{key} must be an ISO 8601 date-time.", code="invalid_parameter")
-        return parsed
+        return datetime_parse(call.params[key], field=key) if call.text(key) else None
 
-    events = audit_events(caller=call.caller, category=call.text("category") or "all",
-                          text=call.text("message") or "", since=moment("since"), until=moment("until"))
-    limit, offset = call.number("limit", 50, low=1, high=500), call.number("offset", 0, low=0)
-    return {"entries": [{"timestamp": e.at.isoformat(), "level": "info", "category": audit_category(e.action),
-                         "source": e.via, "message": f"{e.action} {e.target}".strip(), "data": e.detail}
+    events = selectors.log_entries(
+        caller=call.caller, category=call.text("category") or "all", level=call.text("level") or "debug",
+        source=call.filter_text("source", call.params), text=call.filter_text("message", call.params),
+        since=moment("since"), until=moment("until"))
+    limit, offset = call.number("limit", 50, low=1, high=500), call.number("offset", 0, low=0, high=MAX_OFFSET)
+    return {"entries": [{"timestamp": e.at.isoformat(), "level": selectors.AUDIT_LEVEL,
+                         "category": audit_category(e.action), "source": e.via,
+                         "message": f"{e.action} {e.target}".strip(), "data": e.detail}
                         for e in events[offset:offset + limit]],
             "total": events.count(), "limit": limit, "offset": offset}
+
+
+SETTINGS_WRITES = ("set", "import", "reset")
 
 
 @operation("dollhouse_config", Endpoint.READ, "Your settings: get, set, reset, export, import or wizard.", params=(
     Param("action", "string", True, "get, set, reset, export, import or wizard"),
     Param("setting", "string", False, "Setting key"), Param("value", "string|boolean", False, "Value for set"),
-    Param("data", "object", False, "Settings for import")))
+    Param("data", "object", False, "Settings for import")), explicit=_changes_settings)
 def dollhouse_config(call: Call) -> dict[str, Any]:
     action = call.text("action", required=True)
     current = selectors.user_settings(user=call.caller.user)
@@ -599,7 +686,7 @@ def dollhouse_config(call: Call) -> dict[str, Any]:
     NAME, TYPE, Param("input", "object", True, "Fields to change: instructions, content, description, tags, "
                                                "triggers, category, gatekeeper, metadata, type fields")),
     examples=('{"operation": "edit_element", "element_type": "skill", "params": {"element_name": "review", '
-              '"input": {"tags": ["code"]}}}',))
+              '"input": {"tags": ["code"]}}}',), explicit=_edits_policy)
 def edit_element(call: Call) -> dict[str, Any]:
     element = services.element_edit(caller=call.caller, element=_get(call), changes=call.obj("input", required=True))
     _flag_invisible(call, element)
@@ -659,8 +746,10 @@ def confirm_operation(call: Call) -> dict[str, Any]:
         raise InvalidInput(f'Operation "{target}" is denied by policy and cannot be confirmed. {decision.reason}',
                            code="denied")
     pending = selectors.confirmation_pending(caller=call.caller, operation=route.name)
-    if decision.level is Level.AUTO_APPROVE and not pending:
+    if decision.level is Level.AUTO_APPROVE and not pending and route.explicit is None:
         return {"confirmed": True, "message": f'Operation "{target}" is already approved. No confirmation needed.'}
+    # An operation approved as such whose calls may still need an explicit confirmation (a
+    # settings change) gets a single-use one, so confirming before the call works as after a refusal.
     level = decision.level.confirmation or "single_use"
     confirmation = services.confirmation_grant(caller=call.caller, operation=route.name, element_type=type_name,
                                                level=level)

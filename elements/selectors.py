@@ -17,6 +17,9 @@ from django.db.models.expressions import RawSQL
 
 from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
+from accounts.models import AuditEvent
+from accounts.selectors import audit_events
+from accounts.versions import row_version
 from elements.gatekeeper import Held, Policy, policy_from
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
 from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, ElementType
@@ -33,6 +36,11 @@ def element_get(*, caller: Caller, element_type: ElementType, name: str) -> Elem
         raise NotFound(f"{element_type.value.capitalize()} '{name}' not found. Use list_elements to see available "
                        f"{element_type.plural}.", code="element_not_found")
     return element
+
+
+def element_version(element: Element) -> str:
+    """The element's version for ETag / If-Match: it changes with every write."""
+    return row_version(element.pk, element.modified)
 
 
 def element_find(*, caller: Caller, name: str, element_type: ElementType | None = None) -> Element:
@@ -191,7 +199,8 @@ def element_aggregate(*, caller: Caller, query: ListQuery, group_by: str | None)
     if group_by is None:
         return result
     if group_by not in GROUP_BY_FIELDS:
-        raise InvalidInput(f"Invalid group_by field '{group_by}'. Allowed fields: {', '.join(GROUP_BY_FIELDS)}",
+        raise InvalidInput(f"Invalid group_by field '{group_by!s:.50}'. Allowed fields: "
+                           f"{', '.join(GROUP_BY_FIELDS)}",
                            code="invalid_group_by")
     groups: Counter[str] = Counter()
     if group_by == "status":
@@ -355,3 +364,26 @@ def user_settings(*, user: Any) -> dict[str, Any]:
     """Every setting of `user`: what they set, and the defaults for the rest."""
     stored = UserSettings.objects.filter(user=user).values_list("values", flat=True).first() or {}
     return {key: stored.get(key, default) for key, (_, default, _) in SETTINGS.items()}
+
+
+LOG_LEVELS = ("debug", "info", "warn", "error")
+LOG_CATEGORIES = ("all", "application", "security", "performance", "telemetry")
+# Every audit entry is a record of something done, at info level.
+AUDIT_LEVEL = "info"
+
+
+def log_entries(*, caller: Caller, category: str = "all", level: str = "debug", source: str = "", text: str = "",
+                since: datetime | None = None, until: datetime | None = None) -> QuerySet[AuditEvent]:
+    """query_logs over the caller's own audit log, newest first. `level` is the minimum level;
+    `source` is matched within the entry's source (mcp, api, admin, command...). Performance
+    and telemetry entries are not recorded, so those categories list nothing."""
+    if category not in LOG_CATEGORIES:
+        raise InvalidInput(f"category must be one of {', '.join(LOG_CATEGORIES)}.", code="invalid_parameter")
+    if level not in LOG_LEVELS:
+        raise InvalidInput(f"level must be one of {', '.join(LOG_LEVELS)}.", code="invalid_parameter")
+    recorded = category in ("all", "application", "security")
+    events = audit_events(caller=caller, category=category if recorded else "all", text=text, since=since,
+                          until=until)
+    if not recorded or LOG_LEVELS.index(level) > LOG_LEVELS.index(AUDIT_LEVEL):
+        return events.none()
+    return events.filter(via__icontains=source) if source else events

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from accounts.caller import Caller
-from accounts.errors import DomainError, Forbidden, InvalidInput
+from accounts.errors import DomainError, Forbidden, InvalidInput, NotFound
 from accounts.models import McpSession, User
 from accounts.services import audit_record
+from accounts.versions import version_check
 from elements import validation
 from elements.fields import BODY_IS_INSTRUCTIONS, clean_fields, split_params
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
 from elements.packages import element_package
 from elements.portfolio import filename_for
-from elements.selectors import SETTINGS, user_settings
+from elements.selectors import SETTINGS, element_version, user_settings
 from elements.types import (
     MAX_ENTRY_CONTENT,
     MAX_ENTRY_METADATA_KEYS,
@@ -29,6 +30,7 @@ from elements.types import (
     MAX_MEMORY_ENTRIES,
     MAX_MEMORY_TOTAL,
     ElementType,
+    datetime_parse,
     element_type_parse,
 )
 
@@ -51,6 +53,17 @@ def _check_owner(caller: Caller, owner_id: int) -> None:
     """Users change their own elements; staff curate anyone's, but only through admin."""
     if owner_id != caller.user.pk and not (caller.via == "admin" and caller.user.is_staff):
         raise Forbidden("That element is not yours.")
+
+
+def element_lock(element: Element) -> Element:
+    """The element as stored now, locked until the transaction ends. Every read-modify-write starts
+    here: merging into the copy a caller read earlier would silently drop whatever another request
+    saved in between (two concurrent edits adding different metadata keys would keep only one)."""
+    locked = Element.objects.select_for_update().filter(pk=element.pk).first()
+    if locked is None:
+        raise NotFound(f"{element.element_type.capitalize()} '{element.name}' was deleted meanwhile.",
+                       code="element_not_found")
+    return locked
 
 
 def _revision(*, caller: Caller, element: Element, action: str) -> ElementRevision:
@@ -122,21 +135,25 @@ def element_fields(element: Element) -> dict[str, Any]:
 @transaction.atomic
 def element_edit(
     *, caller: Caller, element: Element, changes: dict[str, Any], replace: frozenset[str] = frozenset(),
+    if_match: Collection[str] | None = None,
 ) -> Element:
-    """Deep-merge `changes` into the element, validate the whole, and save a revision.
+    """Deep-merge `changes` into the element as stored now, validate the whole, and save a revision.
 
     Fields named in `replace` ("metadata", "gatekeeper") take the given value whole instead, so an
-    editor that shows the complete object (admin) can remove keys from it."""
+    editor that shows the complete object (admin) can remove keys from it. With `if_match` (the
+    versions the caller's copy may be at), an element changed since it was read is refused."""
     _check_owner(caller, element.owner_id)
     element_type = ElementType(element.element_type)
+    if not isinstance(changes, dict) or not changes:
+        raise InvalidInput("input must be an object with the fields to change.", code="invalid_input")
     if element_type is ElementType.MEMORY and "content" in changes:
         raise InvalidInput("Memory content cannot be modified via edit_element. Memory uses an append-only "
                            "architecture. Use the 'addEntry' operation to add entries.", code="memory_append_only")
-    if not isinstance(changes, dict) or not changes:
-        raise InvalidInput("input must be an object with the fields to change.", code="invalid_input")
     if "name" in changes or "element_name" in changes:
         raise InvalidInput("An element cannot be renamed with edit_element: export it, import it under the new name "
                            "and delete the old one.", code="rename_unsupported")
+    element = element_lock(element)
+    version_check(current=element_version(element), accepted=if_match, what=f"{element_type.value} '{element.name}'")
     current = element_fields(element)
     common, metadata = split_params(element_type, changes)
     merged = _deep_merge({k: v for k, v in current.items() if k != "metadata"}, common)
@@ -160,6 +177,9 @@ def element_upgrade(
 ) -> dict[str, Any]:
     """v1 (one body) to v2 (instructions and content). Returns the before and after."""
     element_type = ElementType(element.element_type)
+    if not dry_run:
+        _check_owner(caller, element.owner_id)
+        element = element_lock(element)
     before = {"format_version": element.format_version, "instructions": element.instructions,
               "content": element.content}
     if element.format_version == Element.FormatVersion.V2 and instructions is None and content is None:
@@ -175,9 +195,9 @@ def element_upgrade(
     if content is not None:
         after["content"] = content
     if not dry_run:
-        element_edit(caller=caller, element=element,
-                     changes={"instructions": after["instructions"], "content": after["content"]}
-                     if element_type is not ElementType.MEMORY else {"instructions": after["instructions"]})
+        element = element_edit(caller=caller, element=element,
+                               changes={"instructions": after["instructions"], "content": after["content"]}
+                               if element_type is not ElementType.MEMORY else {"instructions": after["instructions"]})
         Element.objects.filter(pk=element.pk).update(format_version="v2")
         element.format_version = "v2"
     return {"upgraded": not dry_run, "dry_run": dry_run, "before": before, "after": after}
@@ -188,6 +208,7 @@ def element_publish(*, caller: Caller, element: Element, published: bool) -> Ele
     """Put an element in the team's collection, or take it out. Curators do this in admin."""
     if not (caller.via == "admin" and caller.user.is_staff):
         raise Forbidden("Only curators publish to the collection, in admin.")
+    element = element_lock(element)
     if element.published != published:
         element.published = published
         element.save(update_fields=["published"])
@@ -199,6 +220,7 @@ def element_publish(*, caller: Caller, element: Element, published: bool) -> Ele
 def element_delete(*, caller: Caller, element: Element) -> ElementRevision:
     """Delete an element, keeping a backup revision it can be restored from."""
     _check_owner(caller, element.owner_id)
+    element = element_lock(element)  # the backup holds what is stored now, not the caller's copy
     backup = _revision(caller=caller, element=element, action=ElementRevision.Action.DELETE)
     _audit(caller, "delete", element, backup_revision=backup.pk)
     element.delete()
@@ -248,15 +270,7 @@ def _imported_entry(memory: Element, entry: object) -> MemoryEntry:
 
     def when(key: str) -> datetime | None:
         value = entry.get(key)
-        if value in (None, ""):
-            return None
-        try:
-            parsed = parse_datetime(value) if isinstance(value, str) else None
-        except ValueError:
-            parsed = None
-        if parsed is None:
-            raise InvalidInput(f"Entry {key} {value!r} is not an ISO 8601 date-time.", code="invalid_package")
-        return parsed
+        return None if value in (None, "") else datetime_parse(value, field=f"Entry {key}", code="invalid_package")
 
     fields = _entry_clean(content=entry.get("content"), tags=entry.get("tags"), metadata=entry.get("metadata"),
                           privacy_level=entry.get("privacyLevel"), trust_level=entry.get("trustLevel"))
@@ -288,7 +302,8 @@ def element_import(
         raise ElementExists(f"A {element_type.value} named '{name}' already exists. Pass overwrite: true to replace "
                             "it (its current version is kept as a revision).")
     if existing is None:
-        created_at = parse_datetime(package["created"]) if isinstance(package.get("created"), str) else None
+        created = package.get("created")
+        created_at = datetime_parse(created, field="created", code="invalid_package") if created else None
         element = element_create(caller=caller, element_type=element_type, name=name, params=params, action=action,
                                  unique_id=str(package.get("unique_id") or "") or None, created=created_at,
                                  format_version=format_version, owner=owner)
@@ -324,7 +339,7 @@ def memory_entry_add(
     _check_owner(caller, memory.owner_id)
     fields = _entry_clean(content=content, tags=tags, metadata=metadata, privacy_level=privacy_level)
     # Lock the memory row: two concurrent adds must not both evict, or both skip eviction.
-    Element.objects.select_for_update().filter(pk=memory.pk).first()
+    memory = element_lock(memory)
     entry = MemoryEntry.objects.create(memory=memory, entry_id=_entry_id(), expires_at=expires_at,
                                        source=source[:100], **fields)
     _evict_oldest(memory)
@@ -349,6 +364,8 @@ def _evict_oldest(memory: Element) -> None:
 @transaction.atomic
 def memory_clear(*, caller: Caller, memory: Element) -> int:
     _check_owner(caller, memory.owner_id)
+    # Locked as memory_entry_add locks it, so an entry added meanwhile is either in the backup or kept.
+    memory = element_lock(memory)
     _revision(caller=caller, element=memory, action=ElementRevision.Action.CLEAR)
     cleared, _ = MemoryEntry.objects.filter(memory=memory).delete()
     Element.objects.filter(pk=memory.pk).update(modified=timezone.now())
@@ -385,10 +402,17 @@ def activation_clear(*, caller: Caller, element: Element) -> int:
     return removed + brought
 
 
+def _session_locked(caller: Caller) -> McpSession:
+    """The caller's MCP session row, locked: confirmation changes of one session happen one at a time."""
+    session = _session(caller)
+    McpSession.objects.select_for_update().filter(pk=session.pk).first()
+    return session
+
+
 @transaction.atomic
 def confirmation_request(*, caller: Caller, operation: str, element_type: str, level: str) -> None:
     """Note that a call was refused for want of this confirmation, so confirm_operation grants it."""
-    session = _session(caller)
+    session = _session_locked(caller)
     Confirmation.objects.filter(session=session, operation=operation, pending=True).delete()
     Confirmation.objects.create(session=session, operation=operation, element_type=element_type, level=level,
                                 pending=True)
@@ -398,7 +422,7 @@ def confirmation_request(*, caller: Caller, operation: str, element_type: str, l
 def confirmation_grant(*, caller: Caller, operation: str, element_type: str, level: str) -> Confirmation:
     """Record a confirmation. A pending request for the same operation decides its level, so a
     confirmation given after a refusal always fits the call that was refused."""
-    session = _session(caller)
+    session = _session_locked(caller)
     pending = Confirmation.objects.filter(session=session, operation=operation, pending=True).first()
     if pending is not None:
         level = pending.level if pending.level == Confirmation.Level.SINGLE_USE else level
@@ -410,8 +434,12 @@ def confirmation_grant(*, caller: Caller, operation: str, element_type: str, lev
     return confirmation
 
 
-def confirmation_consume(confirmation_id: int) -> None:
-    Confirmation.objects.filter(pk=confirmation_id, level=Confirmation.Level.SINGLE_USE).delete()
+def confirmation_consume(*, confirmation_id: int) -> bool:
+    """Spend a single-use confirmation. False when a concurrent call spent it first: the delete is
+    the claim (the database lets only one delete of the row count), so one confirmation lets
+    exactly one call through however many race for it."""
+    deleted, _ = Confirmation.objects.filter(pk=confirmation_id, level=Confirmation.Level.SINGLE_USE).delete()
+    return deleted > 0
 
 
 def _setting_value(key: str, value: object) -> Any:

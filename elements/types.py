@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
+
+from django.utils.dateparse import parse_datetime
 
 from accounts.errors import InvalidInput
 
@@ -37,6 +40,18 @@ def element_type_parse(value: object) -> ElementType:
     return found
 
 
+def datetime_parse(value: object, *, field: str, code: str = "invalid_parameter") -> datetime:
+    """An ISO 8601 date-time from a client, or an error naming `field`. A well-formed but impossible
+    date (month 13) is refused too: Django's parser raises for it rather than answering None."""
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise InvalidInput(f"{field} must be an ISO 8601 date-time (got {value!r:.40}).", code=code)
+    return parsed
+
+
 # Limits, as in the original (security/constants.ts).
 MAX_NAME_LENGTH = 100
 MAX_DESCRIPTION_LENGTH = 500
@@ -65,4 +80,7 @@ MAX_MEMORY_YAML_BYTES = 256 * 1024
 MAX_BATCH_OPERATIONS = 50
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
+# Past this the offset stops being a page anyone reads; the bound keeps it inside the database's integers.
+MAX_PAGE = 1_000_000
+MAX_OFFSET = MAX_PAGE * MAX_PAGE_SIZE
 MAX_SEARCH_QUERY = 1000

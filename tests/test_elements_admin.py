@@ -180,6 +180,36 @@ def test_an_invalid_change_is_shown_and_nothing_is_written(curator, alice, clien
     assert element.instructions == INSTRUCTIONS
 
 
+def test_saving_an_editor_opened_before_another_change_is_refused_and_keeps_that_change(curator, alice, client):
+    element = persona(alice, metadata={"audience": "backend"})
+    url = f"{ELEMENTS}{element.pk}/change/"
+    opened = hidden_inputs(client.get(url).content.decode())["loaded_version"]
+    element_edit(caller=as_owner(alice), element=element, changes={"metadata": {"tone": "dry"}})
+    before = written()
+
+    response = client.post(url, {**change_data(element, metadata='{"audience": "frontend"}'),
+                                 "loaded_version": opened})
+
+    assert response.status_code == 200
+    assert "changed since you read it" in html.unescape(response.content.decode())
+    assert written() == before
+    element.refresh_from_db()
+    assert element.metadata == {"audience": "backend", "tone": "dry"}
+
+
+def test_saving_an_editor_opened_after_the_last_change_goes_through(curator, alice, client):
+    element = persona(alice, metadata={"audience": "backend"})
+    url = f"{ELEMENTS}{element.pk}/change/"
+    opened = hidden_inputs(client.get(url).content.decode())["loaded_version"]
+
+    response = client.post(url, {**change_data(element, metadata='{"audience": "frontend"}'),
+                                 "loaded_version": opened})
+
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    element.refresh_from_db()
+    assert element.metadata == {"audience": "frontend"}
+
+
 @pytest.mark.parametrize(("stored", "posted", "field", "expected"), [
     ({"metadata": {"audience": "backend", "tone": "dry"}}, {"metadata": '{"audience": "backend"}'},
      "metadata", {"audience": "backend"}),

@@ -283,6 +283,37 @@ def test_edit_deep_merges_and_keeps_a_revision(alice):
     assert ElementRevision.objects.filter(name=PERSONA["element_name"], action="update").count() == 1
 
 
+def test_an_edit_with_the_etag_of_what_was_read_goes_through_and_answers_the_new_etag(alice):
+    api = Api(alice)
+    persona(api, PERSONA["element_name"])
+    etag = api.get(PERSONA_URL)["ETag"]
+
+    response = api.http.patch(PERSONA_URL, json.dumps({"tags": ["b"]}), content_type="application/json",
+                              HTTP_IF_MATCH=etag, **api.extra)
+
+    assert response.status_code == 200, response.content
+    assert response["ETag"] not in ("", etag)
+    assert api.get(PERSONA_URL)["ETag"] == response["ETag"]
+    assert Element.objects.get(name=PERSONA["element_name"]).tags == ["b"]
+
+
+def test_an_edit_with_a_stale_if_match_answers_412_and_changes_nothing(alice):
+    api = Api(alice)
+    persona(api, PERSONA["element_name"])
+    stale = api.get(PERSONA_URL)["ETag"]
+    assert api.patch(PERSONA_URL, {"tags": ["first"]}).status_code == 200
+
+    response = api.http.patch(PERSONA_URL, json.dumps({"tags": ["second"]}), content_type="application/json",
+                              HTTP_IF_MATCH=stale, **api.extra)
+
+    assert response.status_code == 412
+    body = response.json()
+    assert body["code"] == "version_conflict"
+    assert "changed since you read it" in body["error"]
+    assert Element.objects.get(name=PERSONA["element_name"]).tags == ["first"]
+    assert ElementRevision.objects.filter(name=PERSONA["element_name"], action="update").count() == 1
+
+
 @pytest.mark.parametrize(("body", "code"), [
     ({}, "invalid_input"),
     ({"element_name": "Renamed"}, "rename_unsupported"),

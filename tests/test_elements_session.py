@@ -188,7 +188,6 @@ def test_import_persona_from_json(alice, portfolio):
                     source='{"element_name": "helper", "description": "Helps", "instructions": "You ARE helpful."}')
 
     assert result["created"] is True and result["element"]["element_type"] == "persona"
-    assert "cannot read files" in aql.fails("mcp_aql_create", "import_persona", source="/etc/passwd")
 
 
 def test_the_default_author_setting_applies_to_new_elements(alice, portfolio):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from elements.gatekeeper import Held, Level, Policy, decide
+from elements.gatekeeper import POLICY_CHANGE, Held, Level, Policy, decide
 from elements.models import Confirmation, Element
 
 PERSONA = {"element_name": "reviewer", "description": "Reviews.", "instructions": "You ARE a reviewer."}
@@ -64,18 +64,18 @@ def test_single_use_levels_are_not_met_by_session_confirmations():
 
 
 def test_gatekeeper_changes_need_an_explicit_single_use_confirmation():
-    covered = decide_edit(default=Level.CONFIRM_SESSION, explicit=True,
+    covered = decide_edit(default=Level.CONFIRM_SESSION, explicit=POLICY_CHANGE,
                           policies=[Policy("skill", "trusting", allow=("*",))],
                           held=[Held("edit_element", "", "session")])
 
     assert not covered.allowed and covered.level is Level.CONFIRM_SINGLE_USE
-    assert decide_edit(explicit=True, held=[Held("edit_element", "", "single_use")]).allowed
+    assert decide_edit(explicit=POLICY_CHANGE, held=[Held("edit_element", "", "single_use")]).allowed
 
 
 def test_auto_confirm_never_covers_deletes_or_policy_changes():
     assert decide_edit(auto_confirm=True).allowed
     assert not decide_edit(operation="delete_element", can_be_elevated=False, auto_confirm=True).allowed
-    assert not decide_edit(explicit=True, auto_confirm=True).allowed
+    assert not decide_edit(explicit=POLICY_CHANGE, auto_confirm=True).allowed
 
 
 @pytest.mark.django_db

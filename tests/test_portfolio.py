@@ -38,6 +38,14 @@ def run(command: str, *args: str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
+def run_refused(*args: str, refused: int) -> tuple[str, str]:
+    """import_portfolio over a folder with `refused` bad files: it imports the rest, reports, and fails."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(CommandError, match=rf"^{refused} of \d+ file\(s\) refused \(listed above\)"):
+        call_command("import_portfolio", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
 def counts(summary: str) -> dict[str, int]:
     return {outcome: int(re.search(rf"^  {outcome}\s+(\d+)", summary, re.MULTILINE)[1])
             for outcome in ("created", "updated", "skipped", "refused")}
@@ -55,7 +63,7 @@ def packages(user: Any) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def test_the_fixture_imports_with_every_field_in_place(alice):
-    out, err = run("import_portfolio", str(FIXTURE), "--user", "alice")
+    out, err = run_refused(str(FIXTURE), "--user", "alice", refused=2)
 
     assert counts(out) == {"created": READABLE, "updated": 0, "skipped": 0, "refused": 2}
     assert "personas/sneaky-helper.md: Instructions contain security threats" in out
@@ -120,11 +128,11 @@ def test_the_fixture_imports_with_every_field_in_place(alice):
 
 
 def test_a_second_import_skips_what_exists_unless_told_to_overwrite(alice):
-    run("import_portfolio", str(FIXTURE), "--user", "alice")
+    run_refused(str(FIXTURE), "--user", "alice", refused=2)
     first = set(Element.objects.values_list("pk", flat=True))
 
-    again, _ = run("import_portfolio", str(FIXTURE), "--user", "alice")
-    overwritten, _ = run("import_portfolio", str(FIXTURE), "--user", "alice", "--overwrite")
+    again, _ = run_refused(str(FIXTURE), "--user", "alice", refused=2)
+    overwritten, _ = run_refused(str(FIXTURE), "--user", "alice", "--overwrite", refused=2)
 
     assert counts(again) == {"created": 0, "updated": 0, "skipped": READABLE, "refused": 2}
     assert "--overwrite replaces them" in again
@@ -135,7 +143,7 @@ def test_a_second_import_skips_what_exists_unless_told_to_overwrite(alice):
 
 
 def test_a_dry_run_reports_the_outcome_and_writes_nothing(alice):
-    out, _ = run("import_portfolio", str(FIXTURE), "--user", "alice", "--dry-run")
+    out, _ = run_refused(str(FIXTURE), "--user", "alice", "--dry-run", refused=2)
 
     assert "dry run: nothing was written" in out
     assert counts(out) == {"created": READABLE, "updated": 0, "skipped": 0, "refused": 2}
@@ -147,7 +155,7 @@ def _import(caller: Caller, **package: Any) -> None:
 
 
 def test_export_then_import_gives_the_same_packages(alice, tmp_path):
-    run("import_portfolio", str(FIXTURE), "--user", "alice")
+    run_refused(str(FIXTURE), "--user", "alice", refused=2)
     caller = Caller.trusted(alice.user, via="command")
     # What the fixture lacks: bodies whose layout matters, strings YAML could mistake for other
     # types, a v1 skill holding instructions, a persona without content, and two names one file name.
@@ -174,7 +182,7 @@ def test_export_then_import_gives_the_same_packages(alice, tmp_path):
 
 
 def test_the_exported_memory_has_stats_and_entries(alice, tmp_path):
-    run("import_portfolio", str(FIXTURE), "--user", "alice")
+    run_refused(str(FIXTURE), "--user", "alice", refused=2)
 
     run("export_portfolio", str(tmp_path), "--user", "alice")
 
@@ -210,9 +218,10 @@ def test_files_that_are_too_large_are_refused_by_name(alice, tmp_path):
     (personas / "huge.md").write_text("---\nname: Huge\ninstructions: You ARE big.\n---\n" + "x" * (2 * 1024 * 1024))
     (personas / "wide.md").write_text(f"---\nname: Wide\ndescription: {'y' * 70_000}\n---\nYou ARE wide.\n")
 
-    out, _ = run("import_portfolio", str(tmp_path), "--user", "alice")
+    out, _ = run_refused(str(tmp_path), "--user", "alice", refused=2)
 
     assert counts(out) == {"created": 1, "updated": 0, "skipped": 0, "refused": 2}
+    assert Element.objects.get(owner=alice.user).name == "Fine"
     assert "personas/huge.md: file too large: at most 2,097,152 bytes" in out
     assert "personas/wide.md: front matter too large: at most 65,536 bytes" in out
 

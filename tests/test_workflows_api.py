@@ -103,6 +103,28 @@ def test_alice_creates_reads_updates_lists_and_deletes_a_workflow(alice):
     assert listed.json() == [{"id": "review", "name": "review", "description": "Writes a better draft.",
                               "source": "global", "shadowed": False}]
 
+
+def test_a_replace_with_a_stale_if_match_answers_412_and_changes_nothing(alice):
+    api = Api(alice)
+    assert api.post(WORKFLOWS, {"id": "review", "config": REVIEW, "global": True}).status_code == 201
+    stale = api.get(f"{WORKFLOWS}review/", {"global": "true"})["ETag"]
+    first = REVIEW.replace("Writes a draft.", "Writes a first draft.")
+    fresh = api.http.put(f"{WORKFLOWS}review/", json.dumps({"config": first, "global": True}),
+                         content_type="application/json", HTTP_IF_MATCH=stale, **api.extra)
+    assert fresh.status_code == 200, fresh.content
+    assert fresh["ETag"] == api.get(f"{WORKFLOWS}review/", {"global": "true"})["ETag"] != stale
+
+    second = REVIEW.replace("Writes a draft.", "Writes a second draft.")
+    response = api.http.put(f"{WORKFLOWS}review/", json.dumps({"config": second, "global": True}),
+                            content_type="application/json", HTTP_IF_MATCH=stale, **api.extra)
+
+    assert response.status_code == 412
+    assert response.json()["code"] == "version_conflict"
+    assert "changed since you read it" in response.json()["error"]
+    row = Workflow.objects.get(owner=alice.user, workflow_id="review")
+    assert row.yaml_text == first
+    assert WorkflowRevision.objects.filter(workflow=row, action="update").count() == 1
+
     deleted = api.delete(f"{WORKFLOWS}review/", "global=true&confirm=true")
     assert deleted.status_code == 200, deleted.content
     assert deleted.json() == {"ok": True, "path": "~/.atrium/workflows/review.yaml", "source": "global"}

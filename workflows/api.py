@@ -23,6 +23,7 @@ from rest_framework.response import Response
 
 from accounts.api import ScopedApiView
 from accounts.authentication import caller_from_request
+from accounts.versions import etag, if_match, row_version
 from elements.api import IsoDateTimeField
 from workflows import selectors, services
 from workflows.definition import AUTHORING, executors, json_schema
@@ -191,6 +192,16 @@ class WorkflowListCreateView(WorkflowsApiView):
 
 # --- one workflow --------------------------------------------------------------------------
 
+def _etag_header(workflow: Workflow) -> dict[str, str]:
+    """The workflow's version, which PUT takes back in If-Match to refuse a stale replace."""
+    return {"ETag": etag(row_version(workflow.pk, workflow.modified))}
+
+
+IF_MATCH_PARAM = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+                                  description="The ETag a GET answered: the replace is refused with 412 "
+                                              "(code version_conflict) if the workflow changed since")
+
+
 class WorkflowDetailView(WorkflowsApiView):
     required_scope = {"GET": READ, "PUT": WRITE, "DELETE": WRITE}
 
@@ -258,10 +269,10 @@ class WorkflowDetailView(WorkflowsApiView):
         params.is_valid(raise_exception=True)
         workflow = selectors.workflow_find(scope=scope_of(request), workflow_id=workflow_id,
                                            source=source_of(params.validated_data.get("source")))
-        return Response(self.OutputSerializer(workflow).data)
+        return Response(self.OutputSerializer(workflow).data, headers=_etag_header(workflow))
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
-                   responses={200: UpdatedSerializer, **_errors(400, 404)},
+    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams, IF_MATCH_PARAM], request=InputSerializer,
+                   responses={200: UpdatedSerializer, **_errors(400, 404, 412)},
                    summary="Replace a workflow's contents (validated first; the old version stays in its history)",
                    operation_id="workflow_update")
     def put(self, request: Request, workflow_id: str) -> Response:
@@ -270,8 +281,9 @@ class WorkflowDetailView(WorkflowsApiView):
         params = data.validated_data
         workflow = services.workflow_update(
             caller=caller_from_request(request, via="api"), scope=scope_of(request, params), workflow_id=workflow_id,
-            source=source_of(params.get("source")), config=params["config"])
-        return Response({"ok": True, "source": workflow.source, "path": selectors.path_of(workflow)})
+            source=source_of(params.get("source")), config=params["config"], if_match=if_match(request))
+        return Response({"ok": True, "source": workflow.source, "path": selectors.path_of(workflow)},
+                        headers=_etag_header(workflow))
 
     @extend_schema(
         parameters=[WORKFLOW_PARAM, DeleteParams],

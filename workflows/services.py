@@ -4,6 +4,7 @@ event, in one transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from django.utils import timezone
 from accounts.caller import Caller
 from accounts.errors import DomainError, Forbidden
 from accounts.services import audit_record
+from accounts.versions import row_version, version_check
 from workflows import yamltext
 from workflows.definition import ID_RE, MAX_ID_LENGTH
 from workflows.errors import WorkflowConflict, WorkflowReferenced
@@ -150,12 +152,16 @@ def workflow_save(*, caller: Caller, scope: Scope, workflow_id: str, source: str
 
 @transaction.atomic
 def workflow_update(*, caller: Caller, scope: Scope, workflow_id: str, source: str | None,
-                    config: dict[str, Any] | str) -> Workflow:
+                    config: dict[str, Any] | str, if_match: Collection[str] | None = None) -> Workflow:
+    """Replace a workflow's definition. With `if_match` (the versions the caller's copy may be at),
+    a workflow changed since it was read is refused."""
     workflow = workflow_find(scope=scope, workflow_id=workflow_id, source=source)
     _check_owner(caller, workflow)
     text, parsed = definition_parse(config)
     definition_validate(scope=scope, config=parsed, workflow_id=workflow_id)
     workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
+    version_check(current=row_version(workflow.pk, workflow.modified), accepted=if_match,
+                  what=f"workflow {workflow_id!r}")
     _fill(workflow, text, parsed)
     workflow.save()
     _revision(caller=caller, workflow=workflow, action=WorkflowRevision.Action.UPDATE)

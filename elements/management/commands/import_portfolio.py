@@ -58,7 +58,8 @@ def _import(caller: Caller, package: dict[str, Any], *, overwrite: bool, dry_run
 
 class Command(BaseCommand):
     help = ("Import a DollhouseMCP portfolio folder (personas/, skills/, templates/, agents/, ensembles/, "
-            "memories/) as USER's elements. A file that cannot be imported is reported and the rest go on.")
+            "memories/) as USER's elements. A file that cannot be imported is reported and the rest go on; the "
+            "command then exits non-zero.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("directory", type=Path, help="The portfolio folder, e.g. ~/.dollhouse/portfolio.")
@@ -98,6 +99,12 @@ class Command(BaseCommand):
         self._summary(directory, owner, counts, refusals, dry_run=dry_run)
         if all(isinstance(package, str) for _, package in found):
             raise CommandError(f"Nothing could be read from {directory}.")
+        if counts["refused"]:
+            # The good files are in (or, in a dry run, would be); the exit status still tells a
+            # script that the portfolio did not come over whole.
+            done = "checked" if dry_run else "imported"
+            raise CommandError(f"{counts['refused']} of {len(found)} file(s) refused (listed above); the others were "
+                               f"{done}.")
 
     def _summary(self, directory: Path, owner: User, counts: Counter[str], refusals: list[str], *,
                  dry_run: bool) -> None:

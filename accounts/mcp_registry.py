@@ -27,7 +27,7 @@ from mcp_server.djangomcp import DjangoMCP, django_request_ctx
 from pydantic import ValidationError
 
 from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput
+from accounts.errors import DomainError, Forbidden, InvalidInput
 from accounts.input_bounds import MAX_JSON_DEPTH, MAX_TEXT_CHARS, first_text_problem, json_depth
 
 logger = logging.getLogger(__name__)
@@ -145,6 +145,11 @@ class Toolset(MCPToolset):
         """How this toolset reports a domain error; products with their own envelope override it."""
         return error_result(exc.code, exc.message)
 
+    def _refusal_result(self, tool_name: str, exc: DomainError) -> types.CallToolResult:
+        """How this toolset reports a call refused before `tool_name` ran (scope, arguments); a
+        toolset whose tools differ in their error shapes overrides it."""
+        return self._error_result(exc)
+
     def _add_tools_to(self, tool_manager: Any) -> list[Any]:
         added = []
         cls = type(self)
@@ -225,27 +230,18 @@ def visible_tools(caller: Caller | None) -> set[str]:
     return {name for name in TOOLS if missing_scope(name, caller) is None}
 
 
-def call_refusal(server: DjangoMCP, name: str, arguments: dict[str, Any],
-                 caller: Caller | None) -> types.CallToolResult | None:
-    """Why this call may not run, as a tool error result; None if it may."""
-    if name not in TOOLS:
-        return error_result("unknown_tool", f"Unknown tool: {name}.")
+def call_refusal(server: DjangoMCP, name: str, arguments: dict[str, Any], caller: Caller | None) -> DomainError | None:
+    """Why this registered tool may not run with these arguments for this caller; None if it may."""
     scope = missing_scope(name, caller)
     if scope is not None:
         held = ", ".join(sorted(caller.scopes)) if caller and caller.scopes else "none"
-        return error_result(
-            "insufficient_scope",
-            f"Tool '{name}' needs the scope '{scope}', which this token does not carry "
-            f"(it carries: {held}). Use a token that has '{scope}'.",
-        )
+        return Forbidden(f"Tool '{name}' needs the scope '{scope}', which this token does not carry "
+                         f"(it carries: {held}). Use a token that has '{scope}'.", code="insufficient_scope")
     accepted = server._tool_manager.get_tool(name).parameters.get("properties", {})
     unknown = sorted(set(arguments) - set(accepted))
     if unknown:
-        return error_result(
-            "invalid_arguments",
-            f"Unknown argument(s) for {name}: {', '.join(unknown)}. "
-            f"Accepted: {', '.join(sorted(accepted)) or 'none'}.",
-        )
+        return InvalidInput(f"Unknown argument(s) for {name}: {', '.join(unknown)}. "
+                            f"Accepted: {', '.join(sorted(accepted)) or 'none'}.", code="invalid_arguments")
     return None
 
 
@@ -265,19 +261,22 @@ def tool_list(server: DjangoMCP, caller: Caller | None) -> list[types.Tool]:
     return [t for t in _wire_tools(server) if t.name in allowed]
 
 
-def _invalid_arguments(name: str, exc: ValidationError) -> types.CallToolResult:
+def _invalid_arguments(name: str, exc: ValidationError) -> InvalidInput:
     problems = "; ".join(
         f"{'.'.join(str(p) for p in error['loc']) or 'arguments'}: {error['msg']}" for error in exc.errors()
     )
-    return error_result("invalid_arguments", f"Invalid arguments for {name}: {problems}.")
+    return InvalidInput(f"Invalid arguments for {name}: {problems}.", code="invalid_arguments")
 
 
 def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: Any) -> types.CallToolResult:
     """Run one tool for the request's caller: refuse it, or validate the arguments and call it."""
+    if name not in TOOLS:
+        return error_result("unknown_tool", f"Unknown tool: {name}.")
+    toolset, attr = TARGETS[name]
+    # Every refusal is answered in the tool's own product's error shape, like the tool's own errors.
     refusal = call_refusal(server, name, arguments, getattr(request, "caller", None))
     if refusal is not None:
-        return refusal
-    toolset, attr = TARGETS[name]
+        return toolset(context=None, request=request)._refusal_result(name, refusal)
     metadata = server._tool_manager.get_tool(name).fn_metadata
     # Checked for every tool here, after the SDK has parsed arguments sent as JSON text and before
     # any service (or PostgreSQL) sees them; answered in the tool's own product's error shape.
@@ -287,11 +286,11 @@ def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: 
     except RecursionError:  # an argument sent as JSON text, nested too deeply for json.loads
         given, problem = arguments, _too_deep(name)
     if problem is not None:
-        return toolset(context=None, request=request)._error_result(problem)
+        return toolset(context=None, request=request)._refusal_result(name, problem)
     try:
         parsed = metadata.arg_model.model_validate(given)
     except ValidationError as exc:
-        return _invalid_arguments(name, exc)
+        return toolset(context=None, request=request)._refusal_result(name, _invalid_arguments(name, exc))
     # An argument named like a Python keyword (`global`) is declared as `global_` with that alias.
     kwargs = {f"{key}_" if keyword.iskeyword(key) else key: value
               for key, value in parsed.model_dump_one_level().items()}

@@ -40,6 +40,11 @@ class RunTools(Toolset):
             return error_payload_result(payload)
         return success_result(payload)
 
+    def _refusal_result(self, tool_name: str, exc: DomainError) -> types.CallToolResult:
+        if tool_name == "test_workflow":
+            return self._error_result(testing.WorkflowTestFailed(exc.code, exc.message))
+        return self._error_result(exc)
+
     def _scope(self, cwd: str | None, global_: bool | None) -> Scope:
         return scope_resolve(caller=self.caller, cwd=cwd, global_=global_)
 

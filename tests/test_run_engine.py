@@ -299,8 +299,9 @@ def test_list_runs_filters_by_workflow_status_time_and_limit(tools):
     assert [r["id"] for r in tools.ok("list_runs", limit=1, **G)] == [second]
     assert tools.ok("list_runs", workflow_id="other", **G) == []
     assert tools.ok("list_runs", since="2999-01-01T00:00:00Z", **G) == []
-    # Arguments the tool's schema refuses are refused by the tool layer, before the tool runs.
-    assert tools.call("list_runs", limit=501, **G) == (True, {
+    # Arguments the tool's schema refuses are refused by the tool layer, before the tool runs, as the
+    # user error they are.
+    assert tools.call("list_runs", limit=501, **G) == (False, {
         "error": "Invalid arguments for list_runs: limit: Input should be less than or equal to 500.",
         "code": "invalid_arguments"})
 

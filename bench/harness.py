@@ -7,6 +7,22 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
+# The workflow the run benchmarks drive: an AI step, a judge that approves it, the end.
+REVIEW_LOOP = """\
+name: Review loop
+start: draft
+nodes:
+  draft: {type: ai_agent, prompt: "Write about {{ context.topic }}", transitions: {done: review}}
+  review:
+    type: ai_judge
+    prompt: "Judge {{ draft.output }}"
+    verdicts: [approve, revise]
+    maxIterations: 3
+    transitions: {approve: done, revise: draft}
+  done: {type: end, output: "{{ draft.output }}"}
+"""
+APPROVE = '{"verdict": "approve", "reasoning": "fine"}'
+
 
 def free_port() -> int:
     with socket.socket() as s:

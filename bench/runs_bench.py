@@ -22,24 +22,10 @@ from pathlib import Path
 
 import httpx
 from elements_bench import database_for, summary
-from harness import BASE_DIR, free_port, manage
+from harness import APPROVE, BASE_DIR, REVIEW_LOOP, free_port, manage
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-WORKFLOW = """\
-name: Bench
-start: draft
-nodes:
-  draft: {type: ai_agent, prompt: "Write about {{ context.topic }}", transitions: {done: review}}
-  review:
-    type: ai_judge
-    prompt: "Judge {{ draft.output }}"
-    verdicts: [approve, revise]
-    maxIterations: 3
-    transitions: {approve: done, revise: draft}
-  done: {type: end, output: "{{ draft.output }}"}
-"""
-APPROVE = '{"verdict": "approve", "reasoning": "fine"}'
 G = {"global": True}
 
 
@@ -108,7 +94,7 @@ def main() -> None:
         manage(env, "migrate", "--no-input")
         token = manage(env, "issue_token", "bench", "--create-user").strip().splitlines()[-1]
         config = workdir / "bench.yaml"
-        config.write_text(WORKFLOW)
+        config.write_text(REVIEW_LOOP)
         manage(env, "sync_workflows", str(workdir), "--global", "--user", "bench")
         server, mcp_url = serve(env)
         try:

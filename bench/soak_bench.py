@@ -38,24 +38,11 @@ from pathlib import Path
 
 import httpx
 from elements_bench import database_for, summary
-from harness import BASE_DIR, free_port, manage
+from harness import APPROVE, BASE_DIR, REVIEW_LOOP, free_port, manage
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 USERS = 5
-TWO_STEPS = """\
-name: Soak steps
-start: draft
-nodes:
-  draft: {type: ai_agent, prompt: "Write about {{ context.topic }}", transitions: {done: review}}
-  review:
-    type: ai_judge
-    prompt: "Judge {{ draft.output }}"
-    verdicts: [approve, revise]
-    maxIterations: 3
-    transitions: {approve: done, revise: draft}
-  done: {type: end, output: "{{ draft.output }}"}
-"""
 ONE_SCRIPT = """\
 name: Soak script
 start: work
@@ -67,7 +54,6 @@ nodes:
     transitions: {success: done, failure: done}
   done: {type: end, output: "{{ work.sum }}"}
 """
-APPROVE = '{"verdict": "approve", "reasoning": "fine"}'
 G = {"global": True}
 AQL_CREATE, AQL_READ, AQL_UPDATE, AQL_EXECUTE = (f"mcp_aql_{e}" for e in ("create", "read", "update", "execute"))
 
@@ -306,7 +292,7 @@ def main() -> None:
     try:
         manage(env, "migrate", "--no-input")
         manage(env, "import_docs")
-        for workflow_id, text in (("soak-steps", TWO_STEPS), ("soak-script", ONE_SCRIPT)):
+        for workflow_id, text in (("soak-steps", REVIEW_LOOP), ("soak-script", ONE_SCRIPT)):
             (workdir / "flows").mkdir(exist_ok=True)
             (workdir / "flows" / f"{workflow_id}.yaml").write_text(text)
         tokens = {}

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from elements_bench import database_for, summary
-from harness import BASE_DIR, manage
+from harness import BASE_DIR, REVIEW_LOOP, manage
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -43,19 +43,6 @@ Workflow.objects.bulk_create(
     for i in range(int(os.environ["BENCH_SIZE"])))
 """
 
-SMALL = """\
-name: Review loop
-start: draft
-nodes:
-  draft: {type: ai_agent, prompt: "Write about {{ context.topic }}", transitions: {done: review}}
-  review:
-    type: ai_judge
-    prompt: "Judge {{ draft.output }}"
-    verdicts: [approve, revise]
-    maxIterations: 3
-    transitions: {approve: done, revise: draft}
-  done: {type: end, output: "{{ draft.output }}"}
-"""
 
 
 def large(nodes: int = 200) -> dict:
@@ -93,7 +80,7 @@ async def measure(env: dict[str, str], size: int, calls: int) -> dict:
         results = {
             "list_workflows": await timed(session, calls, "list_workflows", g),
             "get_workflow": await timed(session, calls, "get_workflow", {"workflow_id": "flow-00001", **g}),
-            "validate_small": await timed(session, calls, "validate_workflow", {"config": SMALL, **g}),
+            "validate_small": await timed(session, calls, "validate_workflow", {"config": REVIEW_LOOP, **g}),
             "validate_200_nodes": await timed(session, calls, "validate_workflow", {"config": big, **g}),
             "lint_200_nodes": await timed(session, calls, "lint_workflow", {"config": big, **g}),
             "audit_200_nodes": await timed(session, calls, "audit_workflow", {"config": big, **g}),
@@ -101,7 +88,7 @@ async def measure(env: dict[str, str], size: int, calls: int) -> dict:
         writes = []
         for i in range(calls):
             started = time.perf_counter()
-            created = await session.call_tool("create_workflow", {"id": f"bench-{i}", "config": SMALL, **g})
+            created = await session.call_tool("create_workflow", {"id": f"bench-{i}", "config": REVIEW_LOOP, **g})
             deleted = await session.call_tool("delete_workflow", {"id": f"bench-{i}", "confirm": True, **g})
             writes.append(time.perf_counter() - started)
             assert not created.isError and not deleted.isError
@@ -124,7 +111,7 @@ def main() -> None:
             url, drop = database_for(args.database_url, size, workdir)
             env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING",
                    "PYTHONWARNINGS": "ignore::UserWarning", "DATABASE_URL": url, "BENCH_SIZE": str(size),
-                   "BENCH_SMALL": SMALL, "ATRIUM_TOOL_CALLS_PER_MINUTE": "0"}
+                   "BENCH_SMALL": REVIEW_LOOP, "ATRIUM_TOOL_CALLS_PER_MINUTE": "0"}
             try:
                 manage(env, "migrate", "--no-input")
                 manage(env, "issue_token", "bench", "--create-user")

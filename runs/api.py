@@ -20,7 +20,7 @@ from accounts.api import validated
 from accounts.authentication import caller_from_request
 from runs import engine, selectors, testing
 from runs.models import Run
-from workflows.api import ScopeParams, WorkflowsApiView, scope_of, source_field, source_of
+from workflows.api import AUTH_ERRORS, SCOPE_QUERY, ScopeParams, WorkflowsApiView, scope_of, source_field, source_of
 
 READ, EXECUTE = "runs:read", "runs:execute"
 
@@ -43,7 +43,13 @@ class ErrorSerializer(serializers.Serializer):
 
 
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorSerializer) for code in statuses}
+    """The error answers an endpoint documents: its own, and those of authentication and scopes."""
+    return {code: OpenApiResponse(ErrorSerializer, description=AUTH_ERRORS.get(code, ""))
+            for code in (*statuses, *AUTH_ERRORS)}
+
+
+# The scope goes in one required query parameter (workflows.api.SCOPE_QUERY), not as two optional ones.
+SCOPE_FIELDS_EXCLUDED = [OpenApiParameter("cwd", exclude=True), OpenApiParameter("global", exclude=True)]
 
 
 class AdvanceResultSerializer(serializers.Serializer):
@@ -137,7 +143,8 @@ class RunListStartView(RunsApiView):
                                                        help_text="Stop the run once its input plus output tokens "
                                                                  "exceed this")
 
-    @extend_schema(parameters=[FilterParams], responses={200: RunRowSerializer(many=True), **_errors(400)},
+    @extend_schema(parameters=[FilterParams, SCOPE_QUERY, *SCOPE_FIELDS_EXCLUDED],
+                   responses={200: RunRowSerializer(many=True), **_errors(400)},
                    summary="Recent runs in this project (or the global namespace), newest first",
                    operation_id="runs_list")
     def get(self, request: Request) -> Response:
@@ -146,7 +153,7 @@ class RunListStartView(RunsApiView):
             scope=scope_of(request), workflow_id=filters.get("workflow_id"), status=filters.get("status"),
             since=filters.get("since"), limit=filters["limit"], kind=filters["kind"]))
 
-    @extend_schema(parameters=[ScopeParams], request=InputSerializer,
+    @extend_schema(request=InputSerializer,
                    responses={201: StartedSerializer, **_errors(400, 404)},
                    summary="Start a workflow: it runs to its first AI or human step", operation_id="run_start")
     def post(self, request: Request) -> Response:
@@ -164,7 +171,7 @@ class RunListStartView(RunsApiView):
 class RunStatusView(RunsApiView):
     required_scope = {"GET": READ}
 
-    @extend_schema(parameters=[RUN_PARAM, ScopeParams], responses={200: AdvanceResultSerializer, **_errors(400, 404)},
+    @extend_schema(parameters=[RUN_PARAM, SCOPE_QUERY], responses={200: AdvanceResultSerializer, **_errors(400, 404)},
                    summary="A run's status and its pending step", operation_id="run_status")
     def get(self, request: Request, run_id: str) -> Response:
         return Response(selectors.advance_result(engine.run_get(scope=scope_of(request), run_id=run_id, kind=None)))
@@ -173,7 +180,7 @@ class RunStatusView(RunsApiView):
 class RunHistoryView(RunsApiView):
     required_scope = {"GET": READ}
 
-    @extend_schema(parameters=[RUN_PARAM, ScopeParams], responses={200: HistorySerializer, **_errors(400, 404)},
+    @extend_schema(parameters=[RUN_PARAM, SCOPE_QUERY], responses={200: HistorySerializer, **_errors(400, 404)},
                    summary="A run's full per-node trace", operation_id="run_history")
     def get(self, request: Request, run_id: str) -> Response:
         run = engine.run_get(scope=scope_of(request), run_id=run_id, kind=None)
@@ -183,7 +190,7 @@ class RunHistoryView(RunsApiView):
 class RunCancelView(RunsApiView):
     required_scope = {"POST": EXECUTE}
 
-    @extend_schema(parameters=[RUN_PARAM, ScopeParams], request=ScopeParams,
+    @extend_schema(parameters=[RUN_PARAM], request=ScopeParams,
                    responses={200: AdvanceResultSerializer, **_errors(400, 404)},
                    summary="Cancel a running or paused run (and its child runs); an error once it has ended",
                    operation_id="run_cancel")
@@ -259,7 +266,7 @@ class RunAnswerView(RunsApiView):
 
 def _answer_schema(input_serializer: type[ScopeParams], summary: str, operation_id: str) -> Any:
     return extend_schema_view(post=extend_schema(
-        parameters=[RUN_PARAM, ScopeParams], request=input_serializer,
+        parameters=[RUN_PARAM], request=input_serializer,
         responses={200: AdvanceResultSerializer, **_errors(400, 404)}, summary=summary, operation_id=operation_id))
 
 
@@ -326,8 +333,9 @@ class RunTestView(RunsApiView):
         class Meta:
             ref_name = "RunTestFailure"
 
-        ok = serializers.BooleanField()
-        message = serializers.CharField()
+        # Absent when the request itself was refused (its scope or its fields), as every endpoint refuses.
+        ok = serializers.BooleanField(required=False)
+        message = serializers.CharField(required=False)
         nodeId = serializers.CharField(required=False)
         nodeType = serializers.CharField(required=False)
         finalStatus = serializers.CharField(required=False)
@@ -336,11 +344,12 @@ class RunTestView(RunsApiView):
         details = serializers.ListField(child=serializers.CharField(), required=False)
 
     @extend_schema(
-        parameters=[ScopeParams], request=InputSerializer,
+        request=InputSerializer,
         responses={200: OutputSerializer,
                    400: OpenApiResponse(FailureSerializer, description="invalid_input or invalid_config"),
                    404: OpenApiResponse(FailureSerializer, description="workflow_not_found"),
-                   422: OpenApiResponse(FailureSerializer, description="missing_mock, runner_error or timeout")},
+                   422: OpenApiResponse(FailureSerializer, description="missing_mock, runner_error or timeout"),
+                   **{code: OpenApiResponse(ErrorSerializer, description=text) for code, text in AUTH_ERRORS.items()}},
         summary="Run a workflow end to end with mocked answers, then delete the test run",
         operation_id="run_test",
     )

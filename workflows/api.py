@@ -7,8 +7,10 @@ or `global=true`, as query parameters, or in the JSON body of a POST or PUT."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -49,6 +51,35 @@ ScopeParams = type("ScopeParams", (serializers.Serializer,), {
     "global": serializers.BooleanField(required=False, allow_null=True,
                                        help_text="true: your global store instead of a project."),
 })
+
+CWD_SCHEMA = {"type": "string", "pattern": "^/", "description": "Absolute path of a directory inside one of your "
+              "registered project roots."}
+GLOBAL_SCHEMA = {"type": "boolean", "enum": [True], "description": "Your global store instead of a project."}
+# Exactly one of the two: a request with neither (CWD_REQUIRED) or both (CWD_GLOBAL_CONFLICT) is refused.
+SCOPE_ONE_OF = [
+    {"type": "object", "properties": {"cwd": CWD_SCHEMA}, "required": ["cwd"]},
+    {"type": "object", "properties": {"global": GLOBAL_SCHEMA}, "required": ["global"]},
+]
+# OpenAPI 3.0 cannot require one of two query parameters, but it can require one object parameter
+# exploded into the query string (style form), which is the same `?cwd=...` or `?global=true`.
+SCOPE_QUERY = OpenApiParameter(
+    "scope", {"oneOf": [{**copy.deepcopy(option), "additionalProperties": False} for option in SCOPE_ONE_OF]},
+    OpenApiParameter.QUERY, required=True, style="form", explode=True,
+    description="Exactly one of cwd (an absolute path inside one of your registered project roots) or "
+                "global=true (your global store).")
+
+
+class ScopedInputExtension(OpenApiSerializerExtension):
+    """A request body that names its store: exactly one of `cwd` or `global: true` is required. (The
+    server also reads them from the query string; the schema documents the body.)"""
+
+    target_class = ScopeParams
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        # A copy each time: the schema generator rewrites enums in place, into components of their own.
+        return {**schema, "oneOf": copy.deepcopy(SCOPE_ONE_OF)}
 
 
 def scope_of(request: Request, body: dict[str, Any] | None = None) -> Scope:
@@ -108,8 +139,14 @@ class ErrorSerializer(serializers.Serializer):
     cwd = serializers.CharField(required=False)
 
 
+AUTH_ERRORS = {401: "No token, or one that is invalid, expired or revoked",
+               403: "The token lacks the scope this method needs (code insufficient_scope)"}
+
+
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorSerializer) for code in statuses}
+    """The error answers an endpoint documents: its own, and those of authentication and scopes."""
+    return {code: OpenApiResponse(ErrorSerializer, description=AUTH_ERRORS.get(code, ""))
+            for code in (*statuses, *AUTH_ERRORS)}
 
 
 class WrittenSerializer(serializers.Serializer):
@@ -170,12 +207,12 @@ class WorkflowListCreateView(WorkflowsApiView):
         overwrite = serializers.BooleanField(required=False, default=False,
                                              help_text="Replace an existing workflow with this id")
 
-    @extend_schema(parameters=[ScopeParams], responses={200: OutputSerializer(many=True), **_errors(400)},
+    @extend_schema(parameters=[SCOPE_QUERY], responses={200: OutputSerializer(many=True), **_errors(400)},
                    summary="List workflows from the global store and the project", operation_id="workflows_list")
     def get(self, request: Request) -> Response:
         return Response(selectors.workflow_list(scope=scope_of(request)))
 
-    @extend_schema(parameters=[ScopeParams], request=InputSerializer,
+    @extend_schema(request=InputSerializer,
                    responses={201: WrittenSerializer, **_errors(400, 409)},
                    summary="Create a workflow (a minimal template when config is omitted)",
                    operation_id="workflow_create")
@@ -194,7 +231,7 @@ class WorkflowListCreateView(WorkflowsApiView):
 class WorkflowDetailView(WorkflowsApiView):
     required_scope = {"GET": READ, "PUT": WRITE, "DELETE": WRITE}
 
-    class SourceParams(ScopeParams):
+    class SourceParams(serializers.Serializer):
         class Meta:
             ref_name = "WorkflowSourceParams"
 
@@ -251,7 +288,8 @@ class WorkflowDetailView(WorkflowsApiView):
         source = serializers.CharField()
         path = serializers.CharField()
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, SourceParams], responses={200: OutputSerializer, **_errors(400, 404)},
+    @extend_schema(parameters=[WORKFLOW_PARAM, SCOPE_QUERY, SourceParams],
+                   responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Get a workflow: its definition, YAML text and bundled files", operation_id="workflow_get")
     def get(self, request: Request, workflow_id: str) -> Response:
         params = self.SourceParams(data=request.query_params)
@@ -260,7 +298,7 @@ class WorkflowDetailView(WorkflowsApiView):
                                            source=source_of(params.validated_data.get("source")))
         return Response(self.OutputSerializer(workflow).data)
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+    @extend_schema(parameters=[WORKFLOW_PARAM], request=InputSerializer,
                    responses={200: UpdatedSerializer, **_errors(400, 404)},
                    summary="Replace a workflow's contents (validated first; the old version stays in its history)",
                    operation_id="workflow_update")
@@ -274,7 +312,7 @@ class WorkflowDetailView(WorkflowsApiView):
         return Response({"ok": True, "source": workflow.source, "path": selectors.path_of(workflow)})
 
     @extend_schema(
-        parameters=[WORKFLOW_PARAM, DeleteParams],
+        parameters=[WORKFLOW_PARAM, SCOPE_QUERY, DeleteParams],
         responses={200: UpdatedSerializer, **_errors(400, 404),
                    409: OpenApiResponse(ErrorSerializer, description="code referenced, with referencedBy: "
                                         "[{workflowId, nodeId, source}]; force=true deletes anyway")},
@@ -299,7 +337,7 @@ class WorkflowReferencesView(WorkflowsApiView):
 
         referrers = serializers.ListField(child=serializers.DictField(), help_text="[{workflowId, nodeId, source}]")
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], responses={200: OutputSerializer, **_errors(400)},
+    @extend_schema(parameters=[WORKFLOW_PARAM, SCOPE_QUERY], responses={200: OutputSerializer, **_errors(400)},
                    summary="The subworkflow nodes that name this workflow, in every source of the scope",
                    operation_id="workflow_references")
     def get(self, request: Request, workflow_id: str) -> Response:
@@ -317,7 +355,7 @@ class WorkflowMoveView(WorkflowsApiView):
         to = SourceField()
 
     @extend_schema(
-        parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+        parameters=[WORKFLOW_PARAM], request=InputSerializer,
         responses={200: inline_serializer("WorkflowMoved", {
             "ok": serializers.BooleanField(), "id": serializers.CharField(), "from": serializers.CharField(),
             "to": serializers.CharField(), "path": serializers.CharField()}), **_errors(400, 404, 409)},
@@ -347,7 +385,7 @@ class WorkflowDuplicateView(WorkflowsApiView):
         overwrite = serializers.BooleanField(required=False, default=False,
                                              help_text="Replace an existing workflow with to_id")
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+    @extend_schema(parameters=[WORKFLOW_PARAM], request=InputSerializer,
                    responses={201: WrittenSerializer, **_errors(400, 404, 409)},
                    summary="Copy a workflow (and its bundled files) to a new id", operation_id="workflow_duplicate")
     def post(self, request: Request, workflow_id: str) -> Response:
@@ -381,7 +419,7 @@ class WorkflowRenameView(WorkflowsApiView):
         failed = serializers.ListField(child=serializers.CharField())
         rolledBack = serializers.BooleanField()
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+    @extend_schema(parameters=[WORKFLOW_PARAM], request=InputSerializer,
                    responses={200: OutputSerializer, **_errors(400, 404, 409)},
                    summary="Rename a workflow, rewriting the subworkflow nodes that use it",
                    operation_id="workflow_rename")
@@ -429,7 +467,7 @@ class WorkflowValidateView(WorkflowsApiView):
         code = serializers.CharField(required=False, help_text="invalid_config or integrity_error")
         errors = serializers.ListField(child=serializers.CharField())
 
-    @extend_schema(parameters=[ScopeParams], request=SubjectSerializer,
+    @extend_schema(request=SubjectSerializer,
                    responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Schema and integrity validation of a config or a stored workflow",
                    operation_id="workflow_validate")
@@ -448,7 +486,7 @@ class WorkflowLintView(WorkflowsApiView):
         errors = serializers.ListField(child=serializers.CharField())
         warnings = serializers.ListField(child=serializers.DictField(), help_text="[{code, message, state?}]")
 
-    @extend_schema(parameters=[ScopeParams], request=SubjectSerializer,
+    @extend_schema(request=SubjectSerializer,
                    responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Validation plus warnings (dead or unreachable states, unknown models, ...)",
                    operation_id="workflow_lint")
@@ -468,7 +506,7 @@ class WorkflowAuditView(WorkflowsApiView):
                                          help_text="[{severity: info|warning|error, code, message, state?}]")
         worstCase = serializers.DictField(help_text="{modelCalls, costUsd, bounded}")
 
-    @extend_schema(parameters=[ScopeParams], request=SubjectSerializer,
+    @extend_schema(request=SubjectSerializer,
                    responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Risk and cost review of a config or a stored workflow", operation_id="workflow_audit")
     def post(self, request: Request) -> Response:

@@ -314,6 +314,27 @@ def test_delete_needs_confirm_true(alice_tools):
     assert Workflow.objects.count() == 1
 
 
+@pytest.mark.parametrize("almost", ["true", "True", 1, 1.0, "yes", "1", [True], {"confirm": True}])
+def test_delete_deletes_only_on_the_json_literal_true(alice_tools, almost):
+    alice_tools.ok("create_workflow", id="flow", config=flow(), **G)
+
+    refused = alice_tools.err("delete_workflow", id="flow", confirm=almost, **G)
+
+    assert refused["code"] == "confirm_required"
+    assert Workflow.objects.filter(workflow_id="flow").exists()
+    assert not WorkflowRevision.objects.filter(action="delete").exists()
+
+
+def test_delete_workflow_declares_confirm_as_the_literal_true(alice, mcp_client):
+    client = mcp_client(alice)
+    client.initialize()
+    tools = {t["name"]: t for t in client.post("tools/list").json()["result"]["tools"]}
+
+    confirm = tools["delete_workflow"]["inputSchema"]["properties"]["confirm"]
+
+    assert (confirm["type"], confirm["const"]) == ("boolean", True)
+
+
 def test_delete_refuses_while_referenced_unless_forced(alice_tools):
     alice_tools.ok("create_workflow", id="child", config=flow(), **G)
     alice_tools.ok("create_workflow", id="parent", config=flow(child="child"), **G)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from mcp import types
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, error_payload_result, tool
@@ -26,6 +26,12 @@ WorkflowId = Annotated[str, Field(description="A workflow id: letters, digits, _
 Config = Annotated[dict[str, Any] | str | None, Field(description="The workflow, as an object or as YAML text "
                                                                   "(comments are kept). get_workflow_schema has "
                                                                   "the format.")]
+
+# Taken as sent, not as a bool: lax validation would read "true", 1 or "yes" as true, and only the
+# JSON literal true may delete (the service refuses anything else with confirm_required).
+Confirm = Annotated[Any, WithJsonSchema({"type": "boolean", "const": True,
+                                         "description": "Must be literally true (the JSON literal, not a string "
+                                                        "or a number)."})]
 
 READ, WRITE = "workflows:read", "workflows:write"
 
@@ -82,8 +88,7 @@ class WorkflowTools(Toolset):
 
     @tool(name="delete_workflow", title="Delete a workflow", scope=WRITE, read_only=False, destructive=True,
           idempotent=False, open_world=False)
-    def delete_workflow(self, id: WorkflowId, confirm: Annotated[bool, Field(
-            description="Must be literally true.")] = False, source: Source = None,
+    def delete_workflow(self, id: WorkflowId, confirm: Confirm = None, source: Source = None,
             force: Annotated[bool, Field(description="Delete even when a subworkflow node references it.")] = False,
             cwd: Cwd = None, global_: Global = None) -> Any:
         """Delete a workflow (a snapshot stays in its revision history). Needs confirm: true. Refuses while

@@ -175,7 +175,7 @@ def _breaking_referrers(scope: Scope, workflow: Workflow) -> list[tuple[Workflow
 
 
 @transaction.atomic
-def workflow_delete(*, caller: Caller, scope: Scope, workflow_id: str, source: str | None, confirm: bool,
+def workflow_delete(*, caller: Caller, scope: Scope, workflow_id: str, source: str | None, confirm: object,
                     force: bool) -> Workflow:
     """Delete after a snapshot; refused while a subworkflow node still resolves to it, unless forced."""
     if confirm is not True:

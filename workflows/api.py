@@ -155,11 +155,12 @@ class WrittenSerializer(serializers.Serializer):
 
     id = serializers.CharField()
     source = serializers.CharField()
-    path = serializers.CharField(help_text="Where the workflow lives, as sync_workflows lays it out")
+    path = serializers.CharField(help_text="Where the workflow lives: its file in the repository where this server "
+                                           "sees the repository, else the URL this API serves it at")
 
 
-def _written(workflow: Workflow) -> dict[str, Any]:
-    return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow)}
+def _written(workflow: Workflow, scope: Scope) -> dict[str, Any]:
+    return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
 
 class SubjectSerializer(ScopeParams):
@@ -220,10 +221,11 @@ class WorkflowListCreateView(WorkflowsApiView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
+        scope = scope_of(request, params)
         workflow = services.workflow_save(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), workflow_id=params["id"],
+            caller=caller_from_request(request, via="api"), scope=scope, workflow_id=params["id"],
             source=source_of(params.get("source")), config=params.get("config"), overwrite=params["overwrite"])
-        return Response(_written(workflow), status=status.HTTP_201_CREATED)
+        return Response(_written(workflow, scope), status=status.HTTP_201_CREATED)
 
 
 # --- one workflow --------------------------------------------------------------------------
@@ -268,7 +270,7 @@ class WorkflowDetailView(WorkflowsApiView):
         assets = serializers.SerializerMethodField()
 
         def get_path(self, workflow: Workflow) -> str:
-            return selectors.path_of(workflow)
+            return selectors.path_of(workflow, self.context.get("scope"))
 
         def get_assets(self, workflow: Workflow) -> list[dict[str, Any]]:
             return [{"path": a.path, "executable": a.executable} for a in workflow.assets.all()]
@@ -294,9 +296,10 @@ class WorkflowDetailView(WorkflowsApiView):
     def get(self, request: Request, workflow_id: str) -> Response:
         params = self.SourceParams(data=request.query_params)
         params.is_valid(raise_exception=True)
-        workflow = selectors.workflow_find(scope=scope_of(request), workflow_id=workflow_id,
+        scope = scope_of(request)
+        workflow = selectors.workflow_find(scope=scope, workflow_id=workflow_id,
                                            source=source_of(params.validated_data.get("source")))
-        return Response(self.OutputSerializer(workflow).data)
+        return Response(self.OutputSerializer(workflow, context={"scope": scope}).data)
 
     @extend_schema(parameters=[WORKFLOW_PARAM], request=InputSerializer,
                    responses={200: UpdatedSerializer, **_errors(400, 404)},
@@ -306,10 +309,11 @@ class WorkflowDetailView(WorkflowsApiView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
+        scope = scope_of(request, params)
         workflow = services.workflow_update(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), workflow_id=workflow_id,
+            caller=caller_from_request(request, via="api"), scope=scope, workflow_id=workflow_id,
             source=source_of(params.get("source")), config=params["config"])
-        return Response({"ok": True, "source": workflow.source, "path": selectors.path_of(workflow)})
+        return Response({"ok": True, "source": workflow.source, "path": selectors.path_of(workflow, scope)})
 
     @extend_schema(
         parameters=[WORKFLOW_PARAM, SCOPE_QUERY, DeleteParams],
@@ -322,10 +326,11 @@ class WorkflowDetailView(WorkflowsApiView):
         params = self.DeleteParams(data=request.query_params)
         params.is_valid(raise_exception=True)
         options = params.validated_data
+        scope = scope_of(request)
         workflow = services.workflow_delete(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request), workflow_id=workflow_id,
+            caller=caller_from_request(request, via="api"), scope=scope, workflow_id=workflow_id,
             source=source_of(options.get("source")), confirm=options["confirm"], force=options["force"])
-        return Response({"ok": True, "path": selectors.path_of(workflow), "source": workflow.source})
+        return Response({"ok": True, "path": selectors.path_of(workflow, scope), "source": workflow.source})
 
 
 class WorkflowReferencesView(WorkflowsApiView):
@@ -365,11 +370,11 @@ class WorkflowMoveView(WorkflowsApiView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
-        workflow, origin = services.workflow_move(caller=caller_from_request(request, via="api"),
-                                                  scope=scope_of(request, params), workflow_id=workflow_id,
-                                                  to=params["to"])
+        scope = scope_of(request, params)
+        workflow, origin = services.workflow_move(caller=caller_from_request(request, via="api"), scope=scope,
+                                                  workflow_id=workflow_id, to=params["to"])
         return Response({"ok": True, "id": workflow.workflow_id, "from": origin, "to": workflow.source,
-                         "path": selectors.path_of(workflow)})
+                         "path": selectors.path_of(workflow, scope)})
 
 
 class WorkflowDuplicateView(WorkflowsApiView):
@@ -392,11 +397,12 @@ class WorkflowDuplicateView(WorkflowsApiView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
+        scope = scope_of(request, params)
         workflow = services.workflow_duplicate(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), from_id=workflow_id,
+            caller=caller_from_request(request, via="api"), scope=scope, from_id=workflow_id,
             from_source=source_of(params.get("from_source")), to_id=params["to_id"], to_source=params["to_source"],
             overwrite=params["overwrite"])
-        return Response(_written(workflow), status=status.HTTP_201_CREATED)
+        return Response(_written(workflow, scope), status=status.HTTP_201_CREATED)
 
 
 class WorkflowRenameView(WorkflowsApiView):
@@ -427,11 +433,12 @@ class WorkflowRenameView(WorkflowsApiView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
+        scope = scope_of(request, params)
         result = services.workflow_rename(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), workflow_id=workflow_id,
+            caller=caller_from_request(request, via="api"), scope=scope, workflow_id=workflow_id,
             new_id=params["new_id"], source=source_of(params.get("source")),
             rewrite_references=params["rewrite_references"])
-        return Response({**_written(result.workflow), "rewritten": result.rewritten, "failed": result.failed,
+        return Response({**_written(result.workflow, scope), "rewritten": result.rewritten, "failed": result.failed,
                          "rolledBack": False})
 
 

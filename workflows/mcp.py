@@ -73,7 +73,7 @@ class WorkflowTools(Toolset):
         scope = self._scope(cwd, global_)
         workflow = services.workflow_save(caller=self.caller, scope=scope, workflow_id=id, source=source,
                                           config=config, overwrite=overwrite)
-        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow)}
+        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
     @tool(name="update_workflow", title="Update a workflow", scope=WRITE, read_only=False, destructive=True,
           idempotent=True, open_world=False)
@@ -82,9 +82,10 @@ class WorkflowTools(Toolset):
             cwd: Cwd = None, global_: Global = None) -> Any:
         """Replace a workflow's contents; refuses to write when schema or integrity validation fails (the
         earlier version stays in the revision history). Answers {ok: true, source, path}."""
-        workflow = services.workflow_update(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=id,
-                                            source=source, config=config)
-        return {"ok": True, "source": workflow.source, "path": selectors.path_of(workflow)}
+        scope = self._scope(cwd, global_)
+        workflow = services.workflow_update(caller=self.caller, scope=scope, workflow_id=id, source=source,
+                                            config=config)
+        return {"ok": True, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
     @tool(name="delete_workflow", title="Delete a workflow", scope=WRITE, read_only=False, destructive=True,
           idempotent=False, open_world=False)
@@ -94,9 +95,10 @@ class WorkflowTools(Toolset):
         """Delete a workflow (a snapshot stays in its revision history). Needs confirm: true. Refuses while
         another workflow's subworkflow node references it, answering {error, code: referenced, referencedBy};
         force: true deletes anyway. Answers {ok: true, path, source}."""
-        workflow = services.workflow_delete(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=id,
-                                            source=source, confirm=confirm, force=force)
-        return {"ok": True, "path": selectors.path_of(workflow), "source": workflow.source}
+        scope = self._scope(cwd, global_)
+        workflow = services.workflow_delete(caller=self.caller, scope=scope, workflow_id=id, source=source,
+                                            confirm=confirm, force=force)
+        return {"ok": True, "path": selectors.path_of(workflow, scope), "source": workflow.source}
 
     @tool(name="list_workflow_references", title="List references to a workflow", scope=READ, read_only=True,
           destructive=False, idempotent=True, open_world=False)
@@ -114,10 +116,10 @@ class WorkflowTools(Toolset):
                       cwd: Cwd = None, global_: Global = None) -> Any:
         """Move a workflow between the global store and the project; refuses when the target already has
         the id. Answers {ok: true, id, from, to, path}."""
-        workflow, origin = services.workflow_move(caller=self.caller, scope=self._scope(cwd, global_),
-                                                  workflow_id=id, to=to)
+        scope = self._scope(cwd, global_)
+        workflow, origin = services.workflow_move(caller=self.caller, scope=scope, workflow_id=id, to=to)
         return {"ok": True, "id": workflow.workflow_id, "from": origin, "to": workflow.source,
-                "path": selectors.path_of(workflow)}
+                "path": selectors.path_of(workflow, scope)}
 
     @tool(name="duplicate_workflow", title="Duplicate a workflow", scope=WRITE, read_only=False, destructive=False,
           idempotent=False, open_world=False)
@@ -127,10 +129,11 @@ class WorkflowTools(Toolset):
             cwd: Cwd = None, global_: Global = None) -> Any:
         """Copy a workflow (and its bundled files) to a new id, setting its name to to_id. Answers
         {id, source, path}."""
-        workflow = services.workflow_duplicate(caller=self.caller, scope=self._scope(cwd, global_), from_id=from_id,
+        scope = self._scope(cwd, global_)
+        workflow = services.workflow_duplicate(caller=self.caller, scope=scope, from_id=from_id,
                                                from_source=from_source, to_id=to_id, to_source=to_source,
                                                overwrite=overwrite)
-        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow)}
+        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
     @tool(name="rename_workflow", title="Rename a workflow", scope=WRITE, read_only=False, destructive=False,
           idempotent=False, open_world=False)
@@ -142,10 +145,11 @@ class WorkflowTools(Toolset):
         default every subworkflow node that resolves to it is rewritten, all in one transaction: if one
         rewrite fails, everything is rolled back (rolledBack: true). Answers {id, source, path, rewritten,
         failed, rolledBack}."""
-        result = services.workflow_rename(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=id,
-                                          new_id=new_id, source=source, rewrite_references=rewrite_references)
+        scope = self._scope(cwd, global_)
+        result = services.workflow_rename(caller=self.caller, scope=scope, workflow_id=id, new_id=new_id,
+                                          source=source, rewrite_references=rewrite_references)
         workflow = result.workflow
-        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow),
+        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow, scope),
                 "rewritten": result.rewritten, "failed": result.failed, "rolledBack": False}
 
     # --- authoring helpers -----------------------------------------------------------------------

@@ -20,7 +20,16 @@ from accounts.api import validated
 from accounts.authentication import caller_from_request
 from runs import engine, selectors, testing
 from runs.models import Run
-from workflows.api import AUTH_ERRORS, SCOPE_QUERY, ScopeParams, WorkflowsApiView, scope_of, source_field, source_of
+from workflows.api import (
+    AUTH_ERRORS,
+    JSON,
+    SCOPE_QUERY,
+    ScopeParams,
+    WorkflowsApiView,
+    scope_of,
+    source_field,
+    source_of,
+)
 
 READ, EXECUTE = "runs:read", "runs:execute"
 
@@ -153,7 +162,7 @@ class RunListStartView(RunsApiView):
             scope=scope_of(request), workflow_id=filters.get("workflow_id"), status=filters.get("status"),
             since=filters.get("since"), limit=filters["limit"], kind=filters["kind"]))
 
-    @extend_schema(request=InputSerializer,
+    @extend_schema(request={JSON: InputSerializer},
                    responses={201: StartedSerializer, **_errors(400, 404)},
                    summary="Start a workflow: it runs to its first AI or human step", operation_id="run_start")
     def post(self, request: Request) -> Response:
@@ -190,7 +199,7 @@ class RunHistoryView(RunsApiView):
 class RunCancelView(RunsApiView):
     required_scope = {"POST": EXECUTE}
 
-    @extend_schema(parameters=[RUN_PARAM], request=ScopeParams,
+    @extend_schema(parameters=[RUN_PARAM], request={JSON: ScopeParams},
                    responses={200: AdvanceResultSerializer, **_errors(400, 404)},
                    summary="Cancel a running or paused run (and its child runs); an error once it has ended",
                    operation_id="run_cancel")
@@ -266,7 +275,7 @@ class RunAnswerView(RunsApiView):
 
 def _answer_schema(input_serializer: type[ScopeParams], summary: str, operation_id: str) -> Any:
     return extend_schema_view(post=extend_schema(
-        parameters=[RUN_PARAM], request=input_serializer,
+        parameters=[RUN_PARAM], request={JSON: input_serializer},
         responses={200: AdvanceResultSerializer, **_errors(400, 404)}, summary=summary, operation_id=operation_id))
 
 
@@ -344,7 +353,7 @@ class RunTestView(RunsApiView):
         details = serializers.ListField(child=serializers.CharField(), required=False)
 
     @extend_schema(
-        request=InputSerializer,
+        request={JSON: InputSerializer},
         responses={200: OutputSerializer,
                    400: OpenApiResponse(FailureSerializer, description="invalid_input or invalid_config"),
                    404: OpenApiResponse(FailureSerializer, description="workflow_not_found"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -27,7 +27,7 @@ from accounts.api import ScopedApiView
 from accounts.authentication import caller_from_request
 from elements.api import IsoDateTimeField
 from workflows import selectors, services
-from workflows.definition import AUTHORING, executors, json_schema
+from workflows.definition import AUTHORING, MAX_ID_LENGTH, executors, json_schema
 from workflows.models import Project, Workflow
 from workflows.scoping import Scope, scope_resolve
 
@@ -37,6 +37,44 @@ SOURCES = (Workflow.Source.GLOBAL.value, Workflow.Source.REPO.value)
 
 
 # --- scopes --------------------------------------------------------------------------------
+
+# DRF refuses some strings whatever the field says: one holding a NUL character, and a blank one
+# (after trimming, where the field trims) unless it allows blank. The schema of every request field
+# of the API says so, so a client (or a generator of requests) knows before it sends. A JSON field
+# without allow_null refuses null, which OpenAPI 3.0 says by listing the other types.
+_NO_NUL = "^[^\\x00]*$"
+_NOT_BLANK = "^[^\\x00]*[^\\x00\\s\\x1c-\\x1f\\x85][^\\x00]*$"
+_ANY_BUT_NULL = [{"type": "object", "additionalProperties": True}, {"type": "array", "items": {}},
+                 {"type": "string"}, {"type": "number"}, {"type": "boolean"}]
+
+
+class RequestStringExtension(OpenApiSerializerFieldExtension):
+    target_class = serializers.CharField
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        field = self.target
+        if direction != "request" or schema.get("type") != "string" or "pattern" in schema or "enum" in schema:
+            return schema
+        if field.allow_blank:
+            return {**schema, "pattern": _NO_NUL}
+        if not field.trim_whitespace:
+            return {**schema, "pattern": _NO_NUL, "minLength": max(schema.get("minLength", 0), 1)}
+        return {**schema, "pattern": _NOT_BLANK}
+
+
+class RequestJsonExtension(OpenApiSerializerFieldExtension):
+    target_class = serializers.JSONField
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if direction != "request" or self.target.allow_null or schema.keys() - {"description", "readOnly",
+                                                                                 "writeOnly"}:
+            return schema
+        return {**schema, "oneOf": copy.deepcopy(_ANY_BUT_NULL)}
+
 
 class WorkflowsApiView(ScopedApiView):
     """A workflow endpoint: every method it has names its scope in `required_scope`."""
@@ -111,16 +149,30 @@ def source_field() -> SourceField:
                        help_text="global or repo. Omitted: repo first when the call has a project, else global.")
 
 
+@extend_schema_field({"oneOf": [{"type": "object", "additionalProperties": True}, {"type": "string"}]})
+class ConfigField(serializers.JSONField):
+    """A workflow definition: an object, or YAML text."""
+
+
 def _config_field(**kwargs: Any) -> serializers.JSONField:
     kwargs.setdefault("help_text", "The workflow, as an object or as YAML text (comments are kept). "
                                    "GET /api/workflows/schema/ has the format.")
-    return serializers.JSONField(**kwargs)
+    return ConfigField(**kwargs)
+
+
+@extend_schema_field({"type": "string", "pattern": f"^[a-zA-Z0-9_-]{{1,{MAX_ID_LENGTH}}}$"})
+class WorkflowIdField(serializers.CharField):
+    """A workflow id: letters, digits, _ and -."""
 
 
 def _id_field(**kwargs: Any) -> serializers.CharField:
     # Blank and odd ids are let through so the service answers invalid_id, as the tools do.
-    return serializers.CharField(allow_blank=True, trim_whitespace=False, **kwargs)
+    return WorkflowIdField(allow_blank=True, trim_whitespace=False, **kwargs)
 
+
+# Request bodies are documented as JSON, the API's format: forms cannot carry the nested objects and
+# lists some of them hold.
+JSON = "application/json"
 
 WORKFLOW_PARAM = OpenApiParameter("workflow_id", OpenApiTypes.STR, OpenApiParameter.PATH,
                                   description="A workflow id: letters, digits, _ and -.")
@@ -213,7 +265,7 @@ class WorkflowListCreateView(WorkflowsApiView):
     def get(self, request: Request) -> Response:
         return Response(selectors.workflow_list(scope=scope_of(request)))
 
-    @extend_schema(request=InputSerializer,
+    @extend_schema(request={JSON: InputSerializer},
                    responses={201: WrittenSerializer, **_errors(400, 409)},
                    summary="Create a workflow (a minimal template when config is omitted)",
                    operation_id="workflow_create")
@@ -301,7 +353,7 @@ class WorkflowDetailView(WorkflowsApiView):
                                            source=source_of(params.validated_data.get("source")))
         return Response(self.OutputSerializer(workflow, context={"scope": scope}).data)
 
-    @extend_schema(parameters=[WORKFLOW_PARAM], request=InputSerializer,
+    @extend_schema(parameters=[WORKFLOW_PARAM], request={JSON: InputSerializer},
                    responses={200: UpdatedSerializer, **_errors(400, 404)},
                    summary="Replace a workflow's contents (validated first; the old version stays in its history)",
                    operation_id="workflow_update")
@@ -316,7 +368,9 @@ class WorkflowDetailView(WorkflowsApiView):
         return Response({"ok": True, "source": workflow.source, "path": selectors.path_of(workflow, scope)})
 
     @extend_schema(
-        parameters=[WORKFLOW_PARAM, SCOPE_QUERY, DeleteParams],
+        parameters=[WORKFLOW_PARAM, SCOPE_QUERY, DeleteParams, OpenApiParameter(
+            "confirm", {"type": "boolean", "enum": [True]}, OpenApiParameter.QUERY, required=True,
+            description="Must be true: without it the delete is refused (confirm_required).")],
         responses={200: UpdatedSerializer, **_errors(400, 404),
                    409: OpenApiResponse(ErrorSerializer, description="code referenced, with referencedBy: "
                                         "[{workflowId, nodeId, source}]; force=true deletes anyway")},
@@ -360,7 +414,7 @@ class WorkflowMoveView(WorkflowsApiView):
         to = SourceField()
 
     @extend_schema(
-        parameters=[WORKFLOW_PARAM], request=InputSerializer,
+        parameters=[WORKFLOW_PARAM], request={JSON: InputSerializer},
         responses={200: inline_serializer("WorkflowMoved", {
             "ok": serializers.BooleanField(), "id": serializers.CharField(), "from": serializers.CharField(),
             "to": serializers.CharField(), "path": serializers.CharField()}), **_errors(400, 404, 409)},
@@ -390,7 +444,7 @@ class WorkflowDuplicateView(WorkflowsApiView):
         overwrite = serializers.BooleanField(required=False, default=False,
                                              help_text="Replace an existing workflow with to_id")
 
-    @extend_schema(parameters=[WORKFLOW_PARAM], request=InputSerializer,
+    @extend_schema(parameters=[WORKFLOW_PARAM], request={JSON: InputSerializer},
                    responses={201: WrittenSerializer, **_errors(400, 404, 409)},
                    summary="Copy a workflow (and its bundled files) to a new id", operation_id="workflow_duplicate")
     def post(self, request: Request, workflow_id: str) -> Response:
@@ -425,7 +479,7 @@ class WorkflowRenameView(WorkflowsApiView):
         failed = serializers.ListField(child=serializers.CharField())
         rolledBack = serializers.BooleanField()
 
-    @extend_schema(parameters=[WORKFLOW_PARAM], request=InputSerializer,
+    @extend_schema(parameters=[WORKFLOW_PARAM], request={JSON: InputSerializer},
                    responses={200: OutputSerializer, **_errors(400, 404, 409)},
                    summary="Rename a workflow, rewriting the subworkflow nodes that use it",
                    operation_id="workflow_rename")
@@ -474,7 +528,7 @@ class WorkflowValidateView(WorkflowsApiView):
         code = serializers.CharField(required=False, help_text="invalid_config or integrity_error")
         errors = serializers.ListField(child=serializers.CharField())
 
-    @extend_schema(request=SubjectSerializer,
+    @extend_schema(request={JSON: SubjectSerializer},
                    responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Schema and integrity validation of a config or a stored workflow",
                    operation_id="workflow_validate")
@@ -493,7 +547,7 @@ class WorkflowLintView(WorkflowsApiView):
         errors = serializers.ListField(child=serializers.CharField())
         warnings = serializers.ListField(child=serializers.DictField(), help_text="[{code, message, state?}]")
 
-    @extend_schema(request=SubjectSerializer,
+    @extend_schema(request={JSON: SubjectSerializer},
                    responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Validation plus warnings (dead or unreachable states, unknown models, ...)",
                    operation_id="workflow_lint")
@@ -513,7 +567,7 @@ class WorkflowAuditView(WorkflowsApiView):
                                          help_text="[{severity: info|warning|error, code, message, state?}]")
         worstCase = serializers.DictField(help_text="{modelCalls, costUsd, bounded}")
 
-    @extend_schema(request=SubjectSerializer,
+    @extend_schema(request={JSON: SubjectSerializer},
                    responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Risk and cost review of a config or a stored workflow", operation_id="workflow_audit")
     def post(self, request: Request) -> Response:
@@ -556,7 +610,7 @@ class ProjectListCreateView(WorkflowsApiView):
         projects = selectors.project_list(owner=caller_from_request(request, via="api").user)
         return Response([_project_out(p, p.workflow_count) for p in projects])
 
-    @extend_schema(request=InputSerializer, responses={201: OutputSerializer, **_errors(400, 409)},
+    @extend_schema(request={JSON: InputSerializer}, responses={201: OutputSerializer, **_errors(400, 409)},
                    summary="Register a repository root, so a cwd inside it resolves to the project",
                    operation_id="project_register")
     def post(self, request: Request) -> Response:

@@ -313,6 +313,8 @@ class RunTestView(RunsApiView):
         class Meta:
             ref_name = "RunTestInput"
 
+        one_of_required = ("workflow_id", "config")  # exactly one of them (else invalid_input)
+
         workflow_id = serializers.CharField(required=False, allow_null=True,
                                             help_text="A stored workflow to test (or config)")
         source = source_field()

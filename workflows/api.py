@@ -90,13 +90,13 @@ ScopeParams = type("ScopeParams", (serializers.Serializer,), {
                                        help_text="true: your global store instead of a project."),
 })
 
-CWD_SCHEMA = {"type": "string", "pattern": "^/", "description": "Absolute path of a directory inside one of your "
-              "registered project roots."}
+CWD_SCHEMA = {"type": "string", "pattern": "^/[^\\x00]*$",
+              "description": "Absolute path of a directory inside one of your registered project roots."}
 GLOBAL_SCHEMA = {"type": "boolean", "enum": [True], "description": "Your global store instead of a project."}
 # Exactly one of the two: a request with neither (CWD_REQUIRED) or both (CWD_GLOBAL_CONFLICT) is refused.
 SCOPE_ONE_OF = [
     {"type": "object", "properties": {"cwd": CWD_SCHEMA}, "required": ["cwd"]},
-    {"type": "object", "properties": {"global": GLOBAL_SCHEMA}, "required": ["global"]},
+    {"type": "object", "properties": {"global": GLOBAL_SCHEMA}, "required": ["global"], "not": {"required": ["cwd"]}},
 ]
 # OpenAPI 3.0 cannot require one of two query parameters, but it can require one object parameter
 # exploded into the query string (style form), which is the same `?cwd=...` or `?global=true`.
@@ -117,7 +117,12 @@ class ScopedInputExtension(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
         # A copy each time: the schema generator rewrites enums in place, into components of their own.
-        return {**schema, "oneOf": copy.deepcopy(SCOPE_ONE_OF)}
+        scope = {"oneOf": copy.deepcopy(SCOPE_ONE_OF)}
+        either = getattr(self.target, "one_of_required", ())
+        if not either:
+            return {**schema, **scope}
+        subject = {"oneOf": [{"required": [name]} for name in either]}
+        return {**schema, "allOf": [scope, subject]}
 
 
 def scope_of(request: Request, body: dict[str, Any] | None = None) -> Scope:
@@ -220,6 +225,8 @@ class SubjectSerializer(ScopeParams):
 
     class Meta:
         ref_name = "WorkflowSubject"
+
+    one_of_required = ("config", "id")  # exactly one of them (else invalid_input)
 
     config = _config_field(required=False, allow_null=True)
     id = serializers.CharField(required=False, allow_null=True, help_text="A stored workflow's id, instead of "
@@ -577,6 +584,11 @@ class WorkflowAuditView(WorkflowsApiView):
 
 # --- projects ------------------------------------------------------------------------------
 
+@extend_schema_field({"type": "string", "pattern": "^/[^\\x00]*$"})
+class AbsolutePathField(serializers.CharField):
+    """An absolute path (else NOT_ABSOLUTE)."""
+
+
 def _project_out(project: Project, workflow_count: int | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"projectId": project.project_id, "roots": [root.path for root in project.roots.all()]}
     if workflow_count is not None:
@@ -599,8 +611,8 @@ class ProjectListCreateView(WorkflowsApiView):
         class Meta:
             ref_name = "ProjectRegisterInput"
 
-        path = serializers.CharField(trim_whitespace=False, help_text="The repository root on your machine, "
-                                                                      "absolute")
+        path = AbsolutePathField(trim_whitespace=False, help_text="The repository root on your machine, "
+                                                                  "absolute")
         project_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, help_text=(
             "Default: derived from the path (the folder's name, or the git remote where this server can read it)"))
 

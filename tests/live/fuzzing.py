@@ -251,9 +251,10 @@ class Findings:
 
     found: dict[tuple[str, str], Finding] = field(default_factory=dict)
 
-    def add(self, tool: str, way: str, arguments: str, answer: str) -> None:
+    def add(self, tool: str, way: str, arguments: str, answer: str, *, kind: str | None = None) -> None:
+        """`kind` names the failure where the answer's text differs from case to case."""
         shown, said = shorten(arguments), shorten(answer)
-        key = (way, re.sub(r"\d+", "N", said)[:80])
+        key = (way, kind if kind is not None else re.sub(r"\d+", "N", said)[:80])
         finding = self.found.setdefault(key, Finding(tools=set(), arguments=shown, answer=said))
         if len(shown) < len(finding.arguments):
             finding.arguments, finding.answer = shown, said

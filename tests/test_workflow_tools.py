@@ -5,11 +5,13 @@ import json
 import re
 import shutil
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.test import TestCase
+from django.utils import timezone
 
 from accounts.caller import Caller
 from elements.models import Element
@@ -203,6 +205,7 @@ def test_a_local_server_reads_repo_workflows_from_the_repository(alice, alice_to
     assert [(w["id"], w["name"]) for w in listed] == [("checked-out", "From git"), ("deploy", "Edited")]
     assert alice_tools.ok("get_workflow", workflow_id="deploy", **here)["name"] == "Edited"
     (folder / "checked-out.yaml").unlink()
+    Workflow.objects.filter(workflow_id="checked-out").update(modified=timezone.now() - timedelta(minutes=1))
     assert [w["id"] for w in alice_tools.ok("list_workflows", **here)] == ["deploy"]
     assert not Workflow.objects.filter(workflow_id="checked-out").exists()
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.caller import Caller
 from accounts.errors import DomainError, InvalidInput, NotFound
@@ -24,6 +26,7 @@ from workflows.selectors import GLOBAL, REPO, definition_parse
 from workflows.services import Asset, workflow_forget, workflow_save
 
 SUFFIXES = repofiles.SUFFIXES
+FILE_GRACE = timedelta(seconds=10)
 
 
 @dataclass
@@ -212,8 +215,11 @@ def repo_folder_read(*, caller: Caller, scope: Scope) -> None:
                               action=WorkflowRevision.Action.IMPORT)
         except DomainError:
             continue
+    # A write that just committed writes its file right after: a row that new is not taken for gone.
+    settled = timezone.now() - FILE_GRACE
     for workflow_id in sorted(stored.keys() - items.keys()):
-        workflow_forget(caller=caller, workflow=stored[workflow_id])
+        if stored[workflow_id].modified < settled:
+            workflow_forget(caller=caller, workflow=stored[workflow_id])
 
 
 def _pull_one(caller: Caller, scope: Scope, item: Incoming, existing: Workflow | None) -> str:

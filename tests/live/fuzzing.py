@@ -11,6 +11,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -97,6 +98,10 @@ def answer_from_result(result: types.CallToolResult) -> Answer:
     return Answer(is_error=bool(result.isError), payload=payload, text=text)
 
 
+class ServerGone(Exception):
+    """The server no longer answers initialize: fuzzing cannot go on."""
+
+
 class SessionLost(Exception):
     """The SDK client's transport gave up (it does on a 5xx answer): the session is gone."""
 
@@ -156,9 +161,20 @@ class SdkSession:
             return done.result()
         if self._served.done():
             lost = self._served.exception()
-            self._open()
+            self._reopen()
             raise SessionLost(repr(lost))
         raise TimeoutError(f"no answer in {timeout} s")
+
+    def _reopen(self, attempts: int = 4) -> None:
+        """A new session after a server error, waiting a little for a server that is still busy."""
+        for attempt in range(attempts):
+            try:
+                self._open()
+                return
+            except Exception as exc:
+                if attempt == attempts - 1:
+                    raise ServerGone(f"no new MCP session could be opened after a server error: {exc!r}") from exc
+                time.sleep(5 * (attempt + 1))
 
     def call(self, name: str, arguments: dict[str, Any]) -> Answer:
         """tools/call through the SDK client."""

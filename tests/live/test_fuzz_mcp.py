@@ -21,16 +21,16 @@ from accounts.caller import Caller
 from elements.services import element_create
 from elements.types import ElementType
 from tests.conftest import make_member
-from tests.live.fuzzing import Answer, Findings, SdkSession, database_checksum, fuzz_settings
+from tests.live.fuzzing import Answer, Findings, SdkSession, ServerGone, database_checksum, fuzz_settings
 from workflows.scoping import Scope
 from workflows.services import project_register, workflow_save
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 # Examples per tool from its schema, and with broken arguments; the fixed edge cases come on top.
-SCHEMA_EXAMPLES = 12
-BROKEN_EXAMPLES = 12
-AQL_EXAMPLES = 60
+SCHEMA_EXAMPLES = 8
+BROKEN_EXAMPLES = 8
+AQL_EXAMPLES = 30
 ROOT = "/home/alice/shop"
 # Calls that would end the fuzzing session itself rather than exercise a tool: auth_logout revokes
 # the token (it takes no arguments, so it is fuzzed only with arguments it must refuse).
@@ -141,12 +141,13 @@ def broken(draw: st.DrawFn, schema: dict[str, Any]) -> tuple[str, dict[str, Any]
 def fixed_cases(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any] | str]]:
     """The edge cases every property gets, whatever Hypothesis draws: (way, arguments as an object,
     or as JSON text where the SDK cannot carry them)."""
-    for key in sorted(schema.get("properties") or {}):
+    properties = sorted(schema.get("properties") or {})
+    for key in properties:
         yield "NUL byte", {key: "a\x00b"}
         yield "100 KB string", {key: "x" * 100_000}
-        for odd in LONE_SURROGATES:
-            yield "lone surrogate", json.dumps({key: odd})  # ensure_ascii keeps it as \\ud800
-        yield f"nested {DEEP} deep", f'{{{json.dumps(key)}: {"[" * DEEP}{"]" * DEEP}}}'
+        yield "lone surrogate", json.dumps({key: LONE_SURROGATES[len(key) % 2]})  # ensure_ascii: \\ud800
+    # The JSON of the whole request is parsed before any argument is looked at: once per tool.
+    yield f"nested {DEEP} deep", f'{{{json.dumps(properties[0] if properties else "a")}: {"[" * DEEP}{"]" * DEEP}}}'
     yield f"arguments nested {DEEP} deep", '{"a": ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "}"
 
 
@@ -184,12 +185,19 @@ class Fuzzer:
         self.session = session
         self.findings = Findings()
         self.calls = 0
+        self.gone: ServerGone | None = None
 
     def probe(self, tool: str, way: str, arguments: dict[str, Any] | str) -> Answer:
         """One call, judged: no internal error, and a refused call changes nothing."""
+        if self.gone is not None:
+            raise self.gone  # Hypothesis replays a failing example: the server will not answer it now
         before = database_checksum()
         raw = isinstance(arguments, str)
-        answer = self.session.call_raw(tool, arguments) if raw else self.session.call(tool, arguments)
+        try:
+            answer = self.session.call_raw(tool, arguments) if raw else self.session.call(tool, arguments)
+        except ServerGone as exc:
+            self.gone = exc
+            raise
         self.calls += 1
         shown = arguments if raw else json.dumps(arguments, ensure_ascii=True)
         failure = answer.failure()
@@ -251,6 +259,8 @@ def seed(member) -> None:
     element_create(caller=caller, element_type=ElementType.MEMORY, name="notes", params={"description": "Notes"})
 
 
+# Bounded by the examples per tool (operation), not by time; this only stops a server that hangs.
+@pytest.mark.timeout(900)
 def test_no_tool_fails_inside_or_changes_anything_when_it_refuses(live_atrium):
     call_command("import_docs", verbosity=0)
     alice = make_member("alice")
@@ -260,8 +270,11 @@ def test_no_tool_fails_inside_or_changes_anything_when_it_refuses(live_atrium):
     try:
         tools = {t.name: t.inputSchema for t in session.tools}
         assert set(tools) >= {"list_workflows", "mcp_aql_read", "search_docs", "start_workflow"}
-        for name in sorted(tools):
-            fuzzer.fuzz(name, tools[name])
+        try:
+            for name in sorted(tools):
+                fuzzer.fuzz(name, tools[name])
+        except ServerGone as exc:
+            fuzzer.findings.add(name, "the server stopped answering", "(after the calls above)", str(exc))
         # The protocol layer itself: JSON nested deeper than any parser should walk, on /mcp.
         deep = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ' + "[" * DEEP + "]" * DEEP + "}"
         answer = session.post_raw(deep)
@@ -269,6 +282,6 @@ def test_no_tool_fails_inside_or_changes_anything_when_it_refuses(live_atrium):
             fuzzer.findings.add("(tools/call params)", f"params nested {DEEP} deep", deep, answer.failure() or "")
     finally:
         session.close()
-    assert fuzzer.calls > len(tools) * (SCHEMA_EXAMPLES + BROKEN_EXAMPLES) // 2
     if fuzzer.findings.found:
         pytest.fail(f"{len(fuzzer.findings.found)} distinct failure(s):\n{fuzzer.findings.report()}", pytrace=False)
+    assert fuzzer.calls > len(tools) * (SCHEMA_EXAMPLES + BROKEN_EXAMPLES) // 2

@@ -60,6 +60,8 @@ def refusal_code(response: requests.Response | None) -> str | None:
         return None
 
 
+# Bounded by the examples per tool (operation), not by time; this only stops a server that hangs.
+@pytest.mark.timeout(900)
 def test_the_rest_api_answers_as_its_openapi_schema_says(live_atrium):
     call_command("import_docs", verbosity=0)
     alice = make_member("alice")

@@ -11,6 +11,7 @@ import copy
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -76,8 +77,25 @@ class RequestJsonExtension(OpenApiSerializerFieldExtension):
         return {**schema, "oneOf": copy.deepcopy(_ANY_BUT_NULL)}
 
 
+class ScopedBodySchema(AutoSchema):
+    """A body that names the store (cwd or global: true) must be sent, though none of its fields is
+    required on its own: the schema generator would mark it optional."""
+
+    def _get_request_body(self, direction: Any = "request") -> Any:
+        body = super()._get_request_body(direction)
+        if not body:
+            return body
+        requested = self.get_request_serializer()
+        documented = requested.values() if isinstance(requested, dict) else [requested]
+        if body and any(isinstance(s, type) and issubclass(s, ScopeParams) for s in documented):
+            body["required"] = True
+        return body
+
+
 class WorkflowsApiView(ScopedApiView):
     """A workflow endpoint: every method it has names its scope in `required_scope`."""
+
+    schema = ScopedBodySchema()
 
 
 # `global` is a Python keyword, so the serializer is built rather than declared.
@@ -95,7 +113,8 @@ CWD_SCHEMA = {"type": "string", "pattern": "^/[^\\x00]*$",
 GLOBAL_SCHEMA = {"type": "boolean", "enum": [True], "description": "Your global store instead of a project."}
 # Exactly one of the two: a request with neither (CWD_REQUIRED) or both (CWD_GLOBAL_CONFLICT) is refused.
 SCOPE_ONE_OF = [
-    {"type": "object", "properties": {"cwd": CWD_SCHEMA}, "required": ["cwd"]},
+    {"type": "object", "properties": {"cwd": CWD_SCHEMA}, "required": ["cwd"],
+     "not": {"properties": {"global": {"enum": [True]}}, "required": ["global"]}},
     {"type": "object", "properties": {"global": GLOBAL_SCHEMA}, "required": ["global"], "not": {"required": ["cwd"]}},
 ]
 # OpenAPI 3.0 cannot require one of two query parameters, but it can require one object parameter
@@ -121,7 +140,9 @@ class ScopedInputExtension(OpenApiSerializerExtension):
         either = getattr(self.target, "one_of_required", ())
         if not either:
             return {**schema, **scope}
-        subject = {"oneOf": [{"required": [name]} for name in either]}
+        # null counts as absent.
+        subject = {"oneOf": [{"required": [name], "properties": {name: {"not": {"enum": [None]}}}}
+                             for name in either]}
         return {**schema, "allOf": [scope, subject]}
 
 
@@ -167,12 +188,18 @@ def _config_field(**kwargs: Any) -> serializers.JSONField:
 
 @extend_schema_field({"type": "string", "pattern": f"^[a-zA-Z0-9_-]{{1,{MAX_ID_LENGTH}}}$"})
 class WorkflowIdField(serializers.CharField):
-    """A workflow id: letters, digits, _ and -."""
+    """A workflow id: letters, digits, _ and -. Blank and odd ids are let through so the service
+    answers invalid_id, as the tools do; the schema documents the ids that are valid."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        return "" if data == "" else super().run_validation(data)
 
 
 def _id_field(**kwargs: Any) -> serializers.CharField:
-    # Blank and odd ids are let through so the service answers invalid_id, as the tools do.
-    return WorkflowIdField(allow_blank=True, trim_whitespace=False, **kwargs)
+    return WorkflowIdField(**kwargs)
 
 
 # Request bodies are documented as JSON, the API's format: forms cannot carry the nested objects and
@@ -517,7 +544,8 @@ class WorkflowSchemaView(WorkflowsApiView):
         models = serializers.DictField(help_text="{available, default, prices}")
         authoring = serializers.ListField(child=serializers.CharField())
 
-    @extend_schema(responses=OutputSerializer, summary="The workflow format: JSON Schema, node types, models",
+    @extend_schema(responses={200: OutputSerializer, **_errors()},
+                   summary="The workflow format: JSON Schema, node types, models",
                    operation_id="workflow_schema")
     def get(self, request: Request) -> Response:
         return Response({"jsonSchema": json_schema(), "executors": executors(),
@@ -584,9 +612,9 @@ class WorkflowAuditView(WorkflowsApiView):
 
 # --- projects ------------------------------------------------------------------------------
 
-@extend_schema_field({"type": "string", "pattern": "^/[^\\x00]*$"})
+@extend_schema_field({"type": "string", "pattern": "^/[^\\x00]*[^/\\x00][^\\x00]*$"})
 class AbsolutePathField(serializers.CharField):
-    """An absolute path (else NOT_ABSOLUTE)."""
+    """An absolute path (else NOT_ABSOLUTE), naming a folder (else PROJECT_ID_UNAVAILABLE)."""
 
 
 def _project_out(project: Project, workflow_count: int | None = None) -> dict[str, Any]:
@@ -616,7 +644,8 @@ class ProjectListCreateView(WorkflowsApiView):
         project_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, help_text=(
             "Default: derived from the path (the folder's name, or the git remote where this server can read it)"))
 
-    @extend_schema(responses=OutputSerializer(many=True), summary="Your projects, their roots and workflow counts",
+    @extend_schema(responses={200: OutputSerializer(many=True), **_errors()},
+                   summary="Your projects, their roots and workflow counts",
                    operation_id="projects_list")
     def get(self, request: Request) -> Response:
         projects = selectors.project_list(owner=caller_from_request(request, via="api").user)

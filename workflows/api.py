@@ -65,6 +65,19 @@ class RequestStringExtension(OpenApiSerializerFieldExtension):
         return {**schema, "pattern": _NOT_BLANK}
 
 
+class RequestListExtension(OpenApiSerializerFieldExtension):
+    """A list of objects that may not be empty says so (the schema generator leaves allow_empty out)."""
+
+    target_class = serializers.ListSerializer
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if direction == "request" and not self.target.allow_empty and schema.get("type") == "array":
+            return {**schema, "minItems": max(schema.get("minItems", 0), 1)}
+        return schema
+
+
 class RequestJsonExtension(OpenApiSerializerFieldExtension):
     target_class = serializers.JSONField
     match_subclasses = True

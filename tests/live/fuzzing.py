@@ -29,6 +29,9 @@ INTERNAL_ERROR = -32603
 VOLATILE_MODELS = {("accounts", "mcpsession")}
 VOLATILE_FIELDS = {"last_used_at", "last_seen_at"}
 SESSION_ENDED = "the SDK client's session ended"
+NO_ANSWER = "no answer in time"
+# Longer than any tool call should take (long work returns an id at once), short enough to bound a run.
+CALL_TIMEOUT = 60
 TRACEBACK_MARKERS = ("Traceback (most recent call last)", 'File "/')
 
 
@@ -78,7 +81,7 @@ class Answer:
         """Why this answer is a server bug, or None."""
         if self.status is not None and self.status >= 500:
             return f"HTTP {self.status}"
-        if self.rpc_message.startswith(SESSION_ENDED):
+        if self.rpc_message.startswith((SESSION_ENDED, NO_ANSWER)):
             return self.rpc_message[:300]
         if self.rpc_error == INTERNAL_ERROR:
             return f"JSON-RPC {INTERNAL_ERROR}: {self.rpc_message[:300]}"
@@ -118,7 +121,7 @@ class SdkSession:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.raw = httpx.Client(timeout=120, headers={"Authorization": f"Bearer {token}"})
+        self.raw = httpx.Client(timeout=CALL_TIMEOUT, headers={"Authorization": f"Bearer {token}"})
         self._open()
 
     def _open(self) -> None:
@@ -152,7 +155,7 @@ class SdkSession:
                 self._ready.set_exception(exc)
             raise
 
-    def run(self, work: Callable[[ClientSession], Awaitable[Any]], timeout: float = 180) -> Any:
+    def run(self, work: Callable[[ClientSession], Awaitable[Any]], timeout: float = CALL_TIMEOUT) -> Any:
         done: concurrent.futures.Future = concurrent.futures.Future()
         self.loop.call_soon_threadsafe(self.queue.put_nowait, (work, done))
         concurrent.futures.wait([done, self._served], timeout=timeout,
@@ -181,7 +184,7 @@ class SdkSession:
         before = len(self.statuses)
 
         async def work(session: ClientSession) -> types.CallToolResult:
-            return await session.call_tool(name, arguments, read_timeout_seconds=timedelta(seconds=120))
+            return await session.call_tool(name, arguments, read_timeout_seconds=timedelta(seconds=CALL_TIMEOUT))
 
         try:
             answer = answer_from_result(self.run(work))
@@ -189,6 +192,8 @@ class SdkSession:
             answer = Answer(rpc_error=exc.error.code, rpc_message=exc.error.message)
         except SessionLost as exc:
             answer = Answer(rpc_message=f"{SESSION_ENDED}: {exc}")
+        except TimeoutError as exc:
+            answer = Answer(rpc_message=f"{NO_ANSWER}: {exc}")
         server_errors = [s for s in self.statuses[before:] if s >= 500]
         if server_errors:
             answer.status = server_errors[0]
@@ -206,7 +211,10 @@ class SdkSession:
                    "MCP-Protocol-Version": str(self.protocol_version)}
         if self.session_id:
             headers["Mcp-Session-Id"] = self.session_id
-        response = self.raw.post(self.mcp_url, content=body.encode("utf-8"), headers=headers)
+        try:
+            response = self.raw.post(self.mcp_url, content=body.encode("utf-8"), headers=headers)
+        except httpx.HTTPError as exc:
+            return Answer(rpc_message=f"{NO_ANSWER}: {exc!r}")
         answer = Answer(status=response.status_code)
         message = _last_message(response)
         if message is None:

@@ -9,6 +9,7 @@ every row of the database as it was."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +32,11 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serializ
 SCHEMA_EXAMPLES = 8
 BROKEN_EXAMPLES = 8
 AQL_EXAMPLES = 30
+# Seconds of a run after which tools get only their fixed cases, not generated ones: a server that
+# answers slowly (as one does while it is failing) must not stretch a CI run past a few minutes.
+GENERATED_BUDGET = 180
+# The gatekeeper's pending confirmations.
+ASKED = frozenset({("elements", "confirmation")})
 ROOT = "/home/alice/shop"
 # Calls that would end the fuzzing session itself rather than exercise a tool: auth_logout revokes
 # the token (it takes no arguments, so it is fuzzed only with arguments it must refuse).
@@ -186,12 +192,14 @@ class Fuzzer:
         self.findings = Findings()
         self.calls = 0
         self.gone: ServerGone | None = None
+        self.started = time.monotonic()
+        self.skipped: list[str] = []
 
     def probe(self, tool: str, way: str, arguments: dict[str, Any] | str) -> Answer:
         """One call, judged: no internal error, and a refused call changes nothing."""
         if self.gone is not None:
             raise self.gone  # Hypothesis replays a failing example: the server will not answer it now
-        before = database_checksum()
+        before = {database_checksum(), database_checksum(besides=ASKED)}
         raw = isinstance(arguments, str)
         try:
             answer = self.session.call_raw(tool, arguments) if raw else self.session.call(tool, arguments)
@@ -203,11 +211,26 @@ class Fuzzer:
         failure = answer.failure()
         if failure is not None:
             self.findings.add(tool, way, shown, failure)
-        elif answer.refused and database_checksum() != before:
+        elif answer.refused and database_checksum(besides=self.asked(answer)) not in before:
             self.findings.add(tool, f"{way}, refused, changed the database", shown, answer.text)
         return answer
 
+    @staticmethod
+    def asked(answer: Answer) -> frozenset[tuple[str, str]]:
+        """A gatekeeper refusal that asks for a confirmation records the pending request it asks about."""
+        return ASKED if isinstance(answer.payload, dict) and "confirmation" in answer.payload else frozenset()
+
+    def within_budget(self) -> bool:
+        return time.monotonic() - self.started < GENERATED_BUDGET
+
     def fuzz(self, tool: str, schema: dict[str, Any]) -> None:
+        """The fixed cases first, then (while the run's budget lasts) generated arguments."""
+        for way, arguments in fixed_cases(schema):
+            self.probe(tool, way, arguments)
+        self.config_texts(tool, schema)
+        if not self.within_budget():
+            self.skipped.append(tool)
+            return
         if tool not in ENDS_SESSION:
             @fuzz_settings(SCHEMA_EXAMPLES)
             @given(from_tool_schema(schema))
@@ -225,8 +248,6 @@ class Fuzzer:
             self.probe(tool, way, arguments)
 
         with_broken_arguments()
-        for way, arguments in fixed_cases(schema):
-            self.probe(tool, way, arguments)
         if tool.startswith("mcp_aql_"):
             @fuzz_settings(AQL_EXAMPLES)
             @given(aql_call(tool.removeprefix("mcp_aql_")))
@@ -234,6 +255,9 @@ class Fuzzer:
                 self.probe(tool, *case)
 
             with_operations()
+
+    def config_texts(self, tool: str, schema: dict[str, Any]) -> None:
+        """Odd YAML (alias bombs, deep nesting, tags, duplicate keys) wherever a tool takes YAML text."""
         properties = schema.get("properties") or {}
         for key in ("config", "raw_model_output", "result", "response"):
             if key in properties:
@@ -283,5 +307,8 @@ def test_no_tool_fails_inside_or_changes_anything_when_it_refuses(live_atrium):
     finally:
         session.close()
     if fuzzer.findings.found:
-        pytest.fail(f"{len(fuzzer.findings.found)} distinct failure(s):\n{fuzzer.findings.report()}", pytrace=False)
+        skipped = f"\n(generated arguments skipped, out of time: {', '.join(fuzzer.skipped)})" if fuzzer.skipped else ""
+        pytest.fail(f"{len(fuzzer.findings.found)} distinct failure(s):\n{fuzzer.findings.report()}{skipped}",
+                    pytrace=False)
+    assert not fuzzer.skipped, f"out of time before generating arguments for {fuzzer.skipped}"
     assert fuzzer.calls > len(tools) * (SCHEMA_EXAMPLES + BROKEN_EXAMPLES) // 2

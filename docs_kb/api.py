@@ -41,9 +41,10 @@ def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
 
 
 def _words(name: str, description: str) -> OpenApiParameter:
-    """A query parameter that must hold something besides whitespace (else 400 empty_question)."""
-    return OpenApiParameter(name, {"type": "string", "pattern": r"[^\s\x1c-\x1f\x85]"}, OpenApiParameter.QUERY,
-                            required=True, description=description)
+    """A query parameter that must hold something besides whitespace (else 400 empty_question), and no
+    NUL character (else 400 invalid_input)."""
+    return OpenApiParameter(name, {"type": "string", "pattern": r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"},
+                            OpenApiParameter.QUERY, required=True, description=description)
 
 
 class PageRowSerializer(serializers.Serializer):

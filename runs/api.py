@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -306,6 +312,12 @@ class RunMapView(RunAnswerView):
 
 # --- test ----------------------------------------------------------------------------------
 
+@extend_schema_field({"type": "object", "additionalProperties": {"oneOf": [{"type": "string"},
+                                                                         {"type": "array", "items": {}}]}})
+class MockResponsesField(serializers.DictField):
+    """Node id -> a string, or a list (else invalid_input)."""
+
+
 class RunTestView(RunsApiView):
     required_scope = {"POST": EXECUTE}
 
@@ -321,7 +333,7 @@ class RunTestView(RunsApiView):
         config = serializers.JSONField(required=False, allow_null=True,
                                        help_text="A workflow to test, as an object or YAML text (or workflow_id)")
         context = serializers.DictField(required=False, allow_null=True)
-        mock_responses = serializers.DictField(required=False, allow_null=True, help_text=(
+        mock_responses = MockResponsesField(required=False, allow_null=True, help_text=(
             "Node id -> mock. ai_agent/ai_judge: the response; human: the transition; consensus and map: a list "
             "of raw answers, one per agent of each phase, in order across phases; round_robin: a list with, per "
             'phase, the resolve answer or one entry per outstanding matchup ("A", "B" or {winner, margin?, '

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.permissions import BasePermission, IsAuthenticated
@@ -102,15 +102,33 @@ class BearerAuthenticationScheme(OpenApiAuthenticationExtension):
                 "description": "A personal access token (atr_...) or an OAuth access token."}
 
 
+class ApiErrorSerializer(serializers.Serializer):
+    class Meta:
+        ref_name = "ApiError"
+
+    error = serializers.CharField()
+    code = serializers.CharField()
+
+
+UNAUTHENTICATED = OpenApiResponse(ApiErrorSerializer, description="No token, or one that is invalid, expired or "
+                                                                  "revoked")
+
+
 class MeView(APIView):
     class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "Me"
+
         authenticated = serializers.BooleanField()
         user = serializers.DictField()
         token = serializers.DictField()
         scopes = serializers.ListField(child=serializers.CharField())
         mcp_url = serializers.URLField()
+        session = serializers.DictField(required=False, help_text="{id, transport, client, protocol_version}: "
+                                                                  "the MCP session the call came through, if any")
 
-    @extend_schema(responses=OutputSerializer, summary="Who you are and what your credential allows")
+    @extend_schema(responses={200: OutputSerializer, 401: UNAUTHENTICATED},
+                   summary="Who you are and what your credential allows")
     def get(self, request: Request) -> Response:
         return Response(selectors.caller_describe(caller=caller_from_request(request, via="api")))
 
@@ -168,9 +186,13 @@ class TokenDetailView(APIView):
 
 class ScopeListView(APIView):
     class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ScopeItem"
+
         name = serializers.CharField()
         description = serializers.CharField()
 
-    @extend_schema(responses=OutputSerializer(many=True), summary="Every scope a token can carry")
+    @extend_schema(responses={200: OutputSerializer(many=True), 401: UNAUTHENTICATED},
+                   summary="Every scope a token can carry")
     def get(self, request: Request) -> Response:
         return Response(self.OutputSerializer(selectors.scope_list(), many=True).data)

@@ -40,6 +40,13 @@ def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
     return {code: OpenApiResponse(ErrorSerializer) for code in statuses}
 
 
+def _words(name: str, description: str) -> OpenApiParameter:
+    """A query parameter that must hold something besides whitespace (else 400 empty_question), and no
+    NUL character (else 400 invalid_input)."""
+    return OpenApiParameter(name, {"type": "string", "pattern": r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"},
+                            OpenApiParameter.QUERY, required=True, description=description)
+
+
 class PageRowSerializer(serializers.Serializer):
     class Meta:
         ref_name = "DocsPageRow"
@@ -107,7 +114,8 @@ class SearchView(DocsApiView):
         snippet = serializers.CharField(help_text="About 80 characters either side of the match")
         score = serializers.FloatField()
 
-    @extend_schema(parameters=[InputSerializer], responses={200: HitSerializer(many=True), **_errors(400)},
+    @extend_schema(parameters=[InputSerializer, _words("q", "Words to look for; prefixes and typos are matched too")],
+                   responses={200: HitSerializer(many=True), **_errors(400)},
                    summary="Ranked search over the docs' sections, as search_docs", operation_id="docs_search")
     def get(self, request: Request) -> Response:
         params = validated(self.InputSerializer, request.query_params)
@@ -137,7 +145,8 @@ class AskView(DocsApiView):
         truncated = serializers.BooleanField(help_text="Some relevant text did not fit in maxChars")
         totalChars = serializers.IntegerField()
 
-    @extend_schema(parameters=[InputSerializer], responses={200: OutputSerializer, **_errors(400)},
+    @extend_schema(parameters=[InputSerializer, _words("question", "A natural-language question")],
+                   responses={200: OutputSerializer, **_errors(400)},
                    summary="The sections most relevant to a question, packed within maxChars, as ask_docs",
                    operation_id="docs_ask")
     def get(self, request: Request) -> Response:

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, status
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -182,17 +182,47 @@ class SearchResultSerializer(serializers.Serializer):
     matchedIn = serializers.ListField(child=serializers.CharField(), source="matched_in")
 
 
+SEARCH_TYPE_PARAM = OpenApiParameter(
+    "type", OpenApiTypes.STR, OpenApiParameter.QUERY,
+    enum=[t.value for t in ElementType] + [t.plural for t in ElementType], description="Only this element type")
 TYPE_PARAM = OpenApiParameter(
     "element_type", OpenApiTypes.STR, OpenApiParameter.PATH,
     enum=[t.value for t in ElementType] + [t.plural for t in ElementType],
     description="persona, skill, template, agent, memory or ensemble (singular or plural)",
 )
+# Request bodies are documented as JSON, the API's format: forms cannot carry the nested objects and
+# lists some of them hold.
+JSON = "application/json"
 NAME_PARAM = OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH,
                               description="Element name, URL-encoded (may hold spaces and dots)")
 IF_MATCH_PARAM = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
                                   description="The ETag a GET answered: the edit is refused with 412 "
                                               "(code version_conflict) if the element changed since")
 ETAG_HEADER = OpenApiResponse(ElementOutputSerializer, description="The element; its ETag header is its version")
+
+
+class ErrorSerializer(serializers.Serializer):
+    class Meta:
+        ref_name = "ElementError"
+
+    error = serializers.CharField()
+    code = serializers.CharField(help_text="element_not_found, unknown_element_type, element_exists, "
+                                           "invalid_input (with fields), invalid_pagination, ...")
+    fields = serializers.DictField(required=False, help_text="Per field, what is wrong with it")
+
+
+ERROR_MEANINGS = {400: "The request was refused: its fields, or what they ask for",
+                  401: "No token, or one that is invalid, expired or revoked",
+                  403: "The token lacks the scope this method needs (code insufficient_scope)",
+                  404: "No such element (or element type) of yours",
+                  409: "An element with that name already exists",
+                  412: "If-Match is stale: the element changed since (code version_conflict)"}
+
+
+def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
+    """The error answers an endpoint documents: its own, and those of authentication and scopes."""
+    return {code: OpenApiResponse(ErrorSerializer, description=ERROR_MEANINGS[code])
+            for code in (*statuses, 401, 403)}
 
 
 # --- list and create -----------------------------------------------------------------------
@@ -230,6 +260,15 @@ class ElementListCreateView(ElementsApiView):
                 raise serializers.ValidationError({"group_by": "group_by needs aggregate=count."})
             return attrs
 
+    class CountSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ElementCount"
+
+        count = serializers.IntegerField()
+        element_type = serializers.CharField()
+        groups = serializers.DictField(child=serializers.IntegerField(), required=False,
+                                       help_text="With group_by: value -> count")
+
     class OutputSerializer(serializers.Serializer):
         class Meta:
             ref_name = "ElementList"
@@ -250,8 +289,10 @@ class ElementListCreateView(ElementsApiView):
 
     @extend_schema(
         parameters=[TYPE_PARAM, FilterSerializer],
-        responses={200: OpenApiResponse(OutputSerializer, description="A page of items; with aggregate=count, "
-                                        "{count, element_type, groups?} instead")},
+        responses={200: OpenApiResponse(PolymorphicProxySerializer(
+            component_name="ElementListOrCount", serializers=[OutputSerializer, CountSerializer],
+            resource_type_field_name=None), description="A page of items; with aggregate=count, "
+            "{count, element_type, groups?} instead"), **_errors(400, 404)},
         summary="List your elements of one type", operation_id="elements_list",
     )
     def get(self, request: Request, element_type: str) -> Response:
@@ -274,7 +315,8 @@ class ElementListCreateView(ElementsApiView):
             data["filters"] = {"applied": {**query.applied, "count": total}}
         return Response(data)
 
-    @extend_schema(parameters=[TYPE_PARAM], request=InputSerializer, responses={201: ElementOutputSerializer},
+    @extend_schema(parameters=[TYPE_PARAM], request={JSON: InputSerializer},
+                   responses={201: ElementOutputSerializer, **_errors(400, 404, 409)},
                    summary="Create an element", operation_id="elements_create")
     def post(self, request: Request, element_type: str) -> Response:
         kind = _element_type(element_type)
@@ -296,16 +338,15 @@ class ElementDetailView(ElementsApiView):
         class Meta:
             ref_name = "ElementEditInput"
 
-    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses=ETAG_HEADER,
+    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses={200: ETAG_HEADER, **_errors(404)},
                    summary="Get an element, with its content and metadata", operation_id="element_get")
     def get(self, request: Request, element_type: str, name: str) -> Response:
         element = selectors.element_get(caller=caller_from_request(request, via="api"),
                                         element_type=_element_type(element_type), name=name)
         return _element_response(element)
 
-    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM, IF_MATCH_PARAM], request=InputSerializer,
-                   responses={200: ETAG_HEADER, 412: OpenApiResponse(description="If-Match is stale: "
-                                                                     "{error, code: version_conflict}")},
+    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM, IF_MATCH_PARAM], request={JSON: InputSerializer},
+                   responses={200: ETAG_HEADER, **_errors(400, 404, 409, 412)},
                    summary="Edit an element: the body is deep-merged into it", operation_id="element_edit")
     def patch(self, request: Request, element_type: str, name: str) -> Response:
         kind = _element_type(element_type)
@@ -320,7 +361,7 @@ class ElementDetailView(ElementsApiView):
             caller=caller, element_type=kind, name=name), changes=changes, if_match=if_match(request))
         return _element_response(element)
 
-    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses={204: None},
+    @extend_schema(parameters=[TYPE_PARAM, NAME_PARAM], responses={204: None, **_errors(404)},
                    summary="Delete an element (a backup revision is kept)", operation_id="element_delete")
     def delete(self, request: Request, element_type: str, name: str) -> Response:
         caller = caller_from_request(request, via="api")
@@ -352,7 +393,7 @@ class ElementSearchView(ElementsApiView):
         pagination = PaginationSerializer()
         query = serializers.CharField()
 
-    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer,
+    @extend_schema(parameters=[FilterSerializer, SEARCH_TYPE_PARAM], responses={200: OutputSerializer, **_errors(400)},
                    summary="Search names, descriptions, content and memory entries", operation_id="elements_search")
     def get(self, request: Request) -> Response:
         filters = self.FilterSerializer(data=request.query_params)
@@ -397,7 +438,8 @@ class MemoryEntriesView(ElementsApiView):
         cleared = serializers.IntegerField()
         element_name = serializers.CharField()
 
-    @extend_schema(parameters=[NAME_PARAM], responses=OutputSerializer, summary="List a memory's entries",
+    @extend_schema(parameters=[NAME_PARAM], responses={200: OutputSerializer, **_errors(404)},
+                   summary="List a memory's entries",
                    operation_id="memory_entries_list")
     def get(self, request: Request, name: str) -> Response:
         memory = selectors.element_get(caller=caller_from_request(request, via="api"),
@@ -406,7 +448,8 @@ class MemoryEntriesView(ElementsApiView):
         return Response(self.OutputSerializer({"element_name": memory.name, "count": len(entries),
                                                "entries": entries}).data)
 
-    @extend_schema(parameters=[NAME_PARAM], request=InputSerializer, responses={201: EntryOutputSerializer},
+    @extend_schema(parameters=[NAME_PARAM], request={JSON: InputSerializer},
+                   responses={201: EntryOutputSerializer, **_errors(400, 404)},
                    summary="Add an entry to a memory", operation_id="memory_entry_add")
     def post(self, request: Request, name: str) -> Response:
         data = self.InputSerializer(data=request.data)
@@ -420,7 +463,7 @@ class MemoryEntriesView(ElementsApiView):
         )
         return Response(EntryOutputSerializer(entry_data(entry)).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(parameters=[NAME_PARAM], responses=ClearedSerializer,
+    @extend_schema(parameters=[NAME_PARAM], responses={200: ClearedSerializer, **_errors(404)},
                    summary="Clear a memory's entries (a backup revision is kept)", operation_id="memory_clear")
     def delete(self, request: Request, name: str) -> Response:
         caller = caller_from_request(request, via="api")
@@ -453,7 +496,8 @@ class TemplateRenderView(ElementsApiView):
         warnings = serializers.ListField(child=serializers.CharField())
         sections = serializers.DictField(child=serializers.CharField(), required=False)
 
-    @extend_schema(parameters=[NAME_PARAM], request=InputSerializer, responses=OutputSerializer,
+    @extend_schema(parameters=[NAME_PARAM], request={JSON: InputSerializer},
+                   responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Render a template with variables", operation_id="template_render")
     def post(self, request: Request, name: str) -> Response:
         data = self.InputSerializer(data=request.data)
@@ -492,7 +536,8 @@ class ElementExportView(ElementsApiView):
     @extend_schema(
         parameters=[TYPE_PARAM, NAME_PARAM, FilterSerializer],
         responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description="The package"),
-                   (200, "text/yaml"): OpenApiResponse(OpenApiTypes.STR, description="The package as YAML")},
+                   (200, "text/yaml"): OpenApiResponse(OpenApiTypes.STR, description="The package as YAML"),
+                   **{(code, "application/json"): response for code, response in _errors(400, 404).items()}},
         summary="Export an element as a package import takes back unchanged", operation_id="element_export",
     )
     def get(self, request: Request, element_type: str, name: str) -> Response | HttpResponse:
@@ -525,7 +570,7 @@ class ElementImportView(ElementsApiView):
         created = serializers.BooleanField(help_text="false when an element of the same name was replaced")
         element = ElementOutputSerializer()
 
-    @extend_schema(request=InputSerializer, responses={201: OutputSerializer},
+    @extend_schema(request={JSON: InputSerializer}, responses={201: OutputSerializer, **_errors(400, 409)},
                    summary="Import an element from an export package", operation_id="element_import")
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)

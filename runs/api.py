@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,7 +26,16 @@ from accounts.api import validated
 from accounts.authentication import caller_from_request
 from runs import engine, selectors, testing
 from runs.models import Run
-from workflows.api import ScopeParams, WorkflowsApiView, scope_of, source_field, source_of
+from workflows.api import (
+    AUTH_ERRORS,
+    JSON,
+    SCOPE_QUERY,
+    ScopeParams,
+    WorkflowsApiView,
+    scope_of,
+    source_field,
+    source_of,
+)
 
 READ, EXECUTE = "runs:read", "runs:execute"
 
@@ -43,7 +58,13 @@ class ErrorSerializer(serializers.Serializer):
 
 
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorSerializer) for code in statuses}
+    """The error answers an endpoint documents: its own, and those of authentication and scopes."""
+    return {code: OpenApiResponse(ErrorSerializer, description=AUTH_ERRORS.get(code, ""))
+            for code in (*statuses, *AUTH_ERRORS)}
+
+
+# The scope goes in one required query parameter (workflows.api.SCOPE_QUERY), not as two optional ones.
+SCOPE_FIELDS_EXCLUDED = [OpenApiParameter("cwd", exclude=True), OpenApiParameter("global", exclude=True)]
 
 
 class AdvanceResultSerializer(serializers.Serializer):
@@ -144,7 +165,8 @@ class RunListStartView(RunsApiView):
                                                        help_text="Stop the run once its input plus output tokens "
                                                                  "exceed this")
 
-    @extend_schema(parameters=[FilterParams], responses={200: RunRowSerializer(many=True), **_errors(400)},
+    @extend_schema(parameters=[FilterParams, SCOPE_QUERY, *SCOPE_FIELDS_EXCLUDED],
+                   responses={200: RunRowSerializer(many=True), **_errors(400)},
                    summary="Recent runs in this project (or the global namespace), newest first",
                    operation_id="runs_list")
     def get(self, request: Request) -> Response:
@@ -153,7 +175,7 @@ class RunListStartView(RunsApiView):
             scope=scope_of(request), workflow_id=filters.get("workflow_id"), status=filters.get("status"),
             since=filters.get("since"), limit=filters["limit"], kind=filters["kind"]))
 
-    @extend_schema(parameters=[ScopeParams], request=InputSerializer,
+    @extend_schema(request={JSON: InputSerializer},
                    responses={201: StartedSerializer, **_errors(400, 404)},
                    summary="Start a workflow: it runs to its first AI or human step", operation_id="run_start")
     def post(self, request: Request) -> Response:
@@ -174,7 +196,7 @@ class RunListStartView(RunsApiView):
 class RunStatusView(RunsApiView):
     required_scope = {"GET": READ}
 
-    @extend_schema(parameters=[RUN_PARAM, ScopeParams], responses={200: AdvanceResultSerializer, **_errors(400, 404)},
+    @extend_schema(parameters=[RUN_PARAM, SCOPE_QUERY], responses={200: AdvanceResultSerializer, **_errors(400, 404)},
                    summary="A run's status and its pending step", operation_id="run_status")
     def get(self, request: Request, run_id: str) -> Response:
         run = engine.run_get(scope=scope_of(request), run_id=run_id, kind=None)
@@ -184,7 +206,7 @@ class RunStatusView(RunsApiView):
 class RunHistoryView(RunsApiView):
     required_scope = {"GET": READ}
 
-    @extend_schema(parameters=[RUN_PARAM, ScopeParams], responses={200: HistorySerializer, **_errors(400, 404)},
+    @extend_schema(parameters=[RUN_PARAM, SCOPE_QUERY], responses={200: HistorySerializer, **_errors(400, 404)},
                    summary="A run's full per-node trace", operation_id="run_history")
     def get(self, request: Request, run_id: str) -> Response:
         run = engine.run_get(scope=scope_of(request), run_id=run_id, kind=None)
@@ -194,7 +216,7 @@ class RunHistoryView(RunsApiView):
 class RunCancelView(RunsApiView):
     required_scope = {"POST": EXECUTE}
 
-    @extend_schema(parameters=[RUN_PARAM, ScopeParams], request=ScopeParams,
+    @extend_schema(parameters=[RUN_PARAM], request={JSON: ScopeParams},
                    responses={200: AdvanceResultSerializer, **_errors(400, 404)},
                    summary="Cancel a running or paused run (and its child runs); an error once it has ended",
                    operation_id="run_cancel")
@@ -281,7 +303,7 @@ class RunAnswerView(RunsApiView):
 
 def _answer_schema(input_serializer: type[AnswerParams], summary: str, operation_id: str) -> Any:
     return extend_schema_view(post=extend_schema(
-        parameters=[RUN_PARAM, ScopeParams], request=input_serializer,
+        parameters=[RUN_PARAM], request={JSON: input_serializer},
         responses={200: AdvanceResultSerializer, **_errors(400, 404)}, summary=summary, operation_id=operation_id))
 
 
@@ -312,6 +334,12 @@ class RunMapView(RunAnswerView):
 
 # --- test ----------------------------------------------------------------------------------
 
+@extend_schema_field({"type": "object", "additionalProperties": {"oneOf": [{"type": "string"},
+                                                                         {"type": "array", "items": {}}]}})
+class MockResponsesField(serializers.DictField):
+    """Node id -> a string, or a list (else invalid_input)."""
+
+
 class RunTestView(RunsApiView):
     required_scope = {"POST": EXECUTE}
 
@@ -319,13 +347,15 @@ class RunTestView(RunsApiView):
         class Meta:
             ref_name = "RunTestInput"
 
+        one_of_required = ("workflow_id", "config")  # exactly one of them (else invalid_input)
+
         workflow_id = serializers.CharField(required=False, allow_null=True,
                                             help_text="A stored workflow to test (or config)")
         source = source_field()
         config = serializers.JSONField(required=False, allow_null=True,
                                        help_text="A workflow to test, as an object or YAML text (or workflow_id)")
         context = serializers.DictField(required=False, allow_null=True)
-        mock_responses = serializers.DictField(required=False, allow_null=True, help_text=(
+        mock_responses = MockResponsesField(required=False, allow_null=True, help_text=(
             "Node id -> mock. ai_agent/ai_judge: the response; human: the transition; consensus and map: a list "
             "of raw answers, one per agent of each phase, in order across phases; round_robin: a list with, per "
             'phase, the resolve answer or one entry per outstanding matchup ("A", "B" or {winner, margin?, '
@@ -348,8 +378,9 @@ class RunTestView(RunsApiView):
         class Meta:
             ref_name = "RunTestFailure"
 
-        ok = serializers.BooleanField()
-        message = serializers.CharField()
+        # Absent when the request itself was refused (its scope or its fields), as every endpoint refuses.
+        ok = serializers.BooleanField(required=False)
+        message = serializers.CharField(required=False)
         nodeId = serializers.CharField(required=False)
         nodeType = serializers.CharField(required=False)
         finalStatus = serializers.CharField(required=False)
@@ -358,11 +389,12 @@ class RunTestView(RunsApiView):
         details = serializers.ListField(child=serializers.CharField(), required=False)
 
     @extend_schema(
-        parameters=[ScopeParams], request=InputSerializer,
+        request={JSON: InputSerializer},
         responses={200: OutputSerializer,
                    400: OpenApiResponse(FailureSerializer, description="invalid_input or invalid_config"),
                    404: OpenApiResponse(FailureSerializer, description="workflow_not_found"),
-                   422: OpenApiResponse(FailureSerializer, description="missing_mock, runner_error or timeout")},
+                   422: OpenApiResponse(FailureSerializer, description="missing_mock, runner_error or timeout"),
+                   **{code: OpenApiResponse(ErrorSerializer, description=text) for code, text in AUTH_ERRORS.items()}},
         summary="Run a workflow end to end with mocked answers, then delete the test run",
         operation_id="run_test",
     )

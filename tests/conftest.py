@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.core.cache import cache
@@ -81,6 +82,14 @@ def _clear_cache():
     cache.clear()  # rate-limit counters must not leak between tests
     yield
     cache.clear()
+
+
+def served_path(workflow_id: str, **query: str) -> str:
+    """The `path` a workflow tool answers for a workflow kept in the server's store: the REST URL it is
+    read at (`global="true"`, or `source="repo", cwd=...`)."""
+    from django.conf import settings
+
+    return f"{settings.ATRIUM_PUBLIC_URL}/api/workflows/{workflow_id}/?{urlencode(query)}"
 
 
 @pytest.fixture

@@ -60,5 +60,6 @@ def test_stdio_resolves_cwd_on_the_users_own_disk(db, tmp_path):
 
     created, listed = asyncio.run(stdio_workflows("alice", str(repo)))
 
-    assert created == {"id": "local", "source": "repo", "path": "notes/.atrium/workflows/local.yaml"}
+    assert created == {"id": "local", "source": "repo", "path": str(repo / ".atrium" / "workflows" / "local.yaml")}
+    assert (repo / ".atrium" / "workflows" / "local.yaml").read_text().startswith("name: local\n")
     assert [(w["id"], w["source"]) for w in listed] == [("local", "repo")]

@@ -175,7 +175,7 @@ def test_an_invalid_file_aborts_the_pull_and_nothing_is_written(alice, tmp_path)
     assert "    broken.yaml: " in report and "teleport" in report
     assert "invalid  dangling" in report and "nowhere" in report
     assert "invalid  bad id" in report and "(invalid_id)" in report
-    assert "created  good" in report
+    assert "would be created  good" in report
     assert store_state() == before
     assert "Changed." not in Workflow.objects.get(workflow_id="review").yaml_text
     assert not Project.objects.filter(project_id="shop").exists()
@@ -218,9 +218,28 @@ def test_pull_dry_run_reports_and_writes_nothing(alice, tmp_path):
 
     out = sync(folder, alice, "--project", "shop", "--dry-run")
 
-    assert "created  parent" in out and "created  review" in out
+    assert out.splitlines()[:2] == ["would be created  parent", "would be created  review"]
+    assert "2 would be created, 0 would be updated" in out
     assert out.rstrip().endswith("(dry run: nothing was written)")
     assert store_state() == before
+
+
+def test_a_pull_that_writes_nothing_never_reports_updated(alice, tmp_path):
+    folder = folder_with(tmp_path, {"review.yaml": REVIEW})
+    sync(folder, alice, "--global")
+    (folder / "review.yaml").write_text(REVIEW.replace("Write the draft.", "Write it."))
+    (folder / "broken.yaml").write_text("name: broken\nnodes:\n  a: {type: teleport}\n")
+    before = store_state()
+    out = StringIO()
+
+    with pytest.raises(CommandError, match="1 invalid file"):
+        call_command("sync_workflows", str(folder), "--user", "alice", "--global", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert "would be updated  review" in lines and "updated  review" not in lines
+    assert "0 would be created, 1 would be updated, 0 unchanged, 1 invalid" in out.getvalue()
+    assert store_state() == before
+    assert "Write it." not in Workflow.objects.get(workflow_id="review").yaml_text
 
 
 def test_pull_refuses_a_missing_folder_an_unknown_user_and_a_missing_store(alice, tmp_path):

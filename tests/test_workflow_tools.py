@@ -5,17 +5,21 @@ import json
 import re
 import shutil
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import TestCase
+from django.utils import timezone
 
 from accounts.caller import Caller
 from elements.models import Element
-from tests.conftest import McpClient, Member, make_member
+from tests.conftest import McpClient, Member, make_member, served_path
 from workflows import services as workflow_services
 from workflows.definition import NODE_TYPES
 from workflows.models import Project, ProjectRoot, Workflow, WorkflowAsset, WorkflowRevision
+from workflows.scoping import Scope
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +35,9 @@ class Roscoe:
         self.client.initialize()
 
     def call(self, tool: str, **arguments: Any) -> tuple[bool, Any]:
-        result = self.client.call(tool, arguments)
+        # Each call commits as on a server, so what waits for the commit (a repository's files) happens.
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            result = self.client.call(tool, arguments)
         return result["isError"], json.loads(result["content"][0]["text"])
 
     def ok(self, tool: str, **arguments: Any) -> Any:
@@ -172,6 +178,78 @@ def test_a_local_server_derives_the_project_from_the_git_remote(alice, alice_too
     assert list(ProjectRoot.objects.filter(project=project).values_list("path", flat=True)) == [str(repo)]
 
 
+def test_a_local_server_keeps_repo_workflows_as_files_in_the_repository(alice, alice_tools, local_paths, repo):
+    folder = repo / ".atrium" / "workflows"
+    here = {"cwd": str(repo)}
+
+    created = alice_tools.ok("create_workflow", id="deploy", config="name: Deploy  # shipped\nstart: work\n"
+                             "nodes:\n  work: {type: ai_agent, prompt: Ship, transitions: {done: end}}\n"
+                             "  end: {type: end}\n", **here)
+
+    assert created == {"id": "deploy", "source": "repo", "path": str(folder / "deploy.yaml")}
+    assert (folder / "deploy.yaml").read_text().startswith("name: Deploy  # shipped\n")
+    alice_tools.ok("create_workflow", id="flow", config=flow(), source="global", **here)
+    assert sorted(p.name for p in folder.iterdir()) == ["deploy.yaml"]
+
+
+def test_a_local_server_reads_repo_workflows_from_the_repository(alice, alice_tools, local_paths, repo):
+    folder = repo / ".atrium" / "workflows"
+    here = {"cwd": str(repo)}
+    alice_tools.ok("create_workflow", id="deploy", config=flow(name="Deploy"), **here)
+    (folder / "deploy.yaml").write_text((folder / "deploy.yaml").read_text().replace("Deploy", "Edited"))
+    (folder / "checked-out.yaml").write_text("name: From git\nstart: e\nnodes:\n  e: {type: end}\n")
+    (folder / "broken.yaml").write_text("name: broken\nnodes: [\n")
+
+    listed = alice_tools.ok("list_workflows", **here)
+
+    assert [(w["id"], w["name"]) for w in listed] == [("checked-out", "From git"), ("deploy", "Edited")]
+    assert alice_tools.ok("get_workflow", workflow_id="deploy", **here)["name"] == "Edited"
+    (folder / "checked-out.yaml").unlink()
+    Workflow.objects.filter(workflow_id="checked-out").update(modified=timezone.now() - timedelta(minutes=1))
+    assert [w["id"] for w in alice_tools.ok("list_workflows", **here)] == ["deploy"]
+    assert not Workflow.objects.filter(workflow_id="checked-out").exists()
+
+
+def test_a_local_server_deletes_renames_and_moves_the_files(alice, alice_tools, local_paths, repo):
+    folder = repo / ".atrium" / "workflows"
+    here = {"cwd": str(repo)}
+    alice_tools.ok("create_workflow", id="child", config=flow(), **here)
+    alice_tools.ok("create_workflow", id="parent", config=flow(child="child"), **here)
+
+    renamed = alice_tools.ok("rename_workflow", id="child", new_id="kid", **here)
+
+    assert renamed["path"] == str(folder / "kid.yaml")
+    assert sorted(p.name for p in folder.iterdir()) == ["kid.yaml", "parent.yaml"]
+    assert "workflow: kid" in (folder / "parent.yaml").read_text()
+    assert alice_tools.ok("move_workflow", id="parent", to="global", **here)["path"] == served_path(
+        "parent", **{"global": "true"})
+    assert not (folder / "parent.yaml").exists()
+    assert alice_tools.err("delete_workflow", id="kid", confirm="true", **here)["code"] == "confirm_required"
+    assert (folder / "kid.yaml").exists()
+    assert alice_tools.ok("delete_workflow", id="kid", confirm=True, force=True, **here)["path"] == str(
+        folder / "kid.yaml")
+    assert list(folder.iterdir()) == []
+
+
+def test_a_local_server_puts_a_projects_earlier_workflows_into_the_repository(alice, alice_tools, local_paths,
+                                                                              repo):
+    project = workflow_services.project_register(caller=_caller(alice), path=str(repo))
+    workflow_services.workflow_save(caller=_caller(alice), scope=Scope(owner=alice.user, project=project),
+                                    workflow_id="older", source="repo", config=flow(), overwrite=False)
+
+    assert [w["id"] for w in alice_tools.ok("list_workflows", cwd=str(repo))] == ["older"]
+    assert (repo / ".atrium" / "workflows" / "older.yaml").is_file()
+
+
+def test_a_hosted_server_answers_where_the_workflow_really_lives(alice, alice_tools):
+    workflow_services.project_register(caller=_caller(alice), path="/home/alice/shop", project_id="shop")
+
+    created = alice_tools.ok("create_workflow", id="deploy", config=flow(), cwd="/home/alice/shop/src")
+
+    assert created["path"] == served_path("deploy", source="repo", cwd="/home/alice/shop/src")
+    assert ".atrium" not in created["path"]
+
+
 def test_two_projects_are_kept_apart(alice_tools, local_paths, tmp_path):
     shop = git_repo(tmp_path / "shop", "https://github.com/acme/shop.git")
     blog = git_repo(tmp_path / "blog")
@@ -207,7 +285,7 @@ def test_a_token_without_workflows_write_cannot_create(db):
 
 def test_create_without_config_writes_a_minimal_valid_template(alice_tools):
     created = alice_tools.ok("create_workflow", id="starter", **G)
-    assert created == {"id": "starter", "source": "global", "path": "~/.atrium/workflows/starter.yaml"}
+    assert created == {"id": "starter", "source": "global", "path": served_path("starter", **{"global": "true"})}
     assert alice_tools.ok("validate_workflow", id="starter", **G) == {"valid": True, "errors": []}
     assert alice_tools.ok("get_workflow", workflow_id="starter", **G)["name"] == "starter"
 
@@ -267,7 +345,7 @@ def test_writes_default_to_the_repo_when_the_call_has_a_project(alice, alice_too
     workflow_services.project_register(caller=_caller(alice), path="/home/alice/shop", project_id="shop")
     assert alice_tools.ok("create_workflow", id="a", cwd="/home/alice/shop")["source"] == "repo"
     assert alice_tools.ok("create_workflow", id="b", source="global", cwd="/home/alice/shop")["source"] == "global"
-    assert alice_tools.ok("create_workflow", id="c", **G)["path"] == "~/.atrium/workflows/c.yaml"
+    assert alice_tools.ok("create_workflow", id="c", **G)["path"] == served_path("c", **{"global": "true"})
     assert alice_tools.ok("get_workflow", workflow_id="a", cwd="/home/alice/shop")["source"] == "repo"
 
 
@@ -302,7 +380,7 @@ def test_update_refuses_an_invalid_config_and_changes_nothing(alice_tools):
     assert alice_tools.err("update_workflow", id="flow", config=broken, **G)["code"] == "integrity_error"
     assert Workflow.objects.get().name == "Before"
     assert alice_tools.ok("update_workflow", id="flow", config=flow(name="After"), **G) == {
-        "ok": True, "source": "global", "path": "~/.atrium/workflows/flow.yaml"}
+        "ok": True, "source": "global", "path": served_path("flow", **{"global": "true"})}
     assert Workflow.objects.get().name == "After"
     assert alice_tools.err("update_workflow", id="ghost", config=flow(), **G)["code"] == "not_found"
 
@@ -314,6 +392,27 @@ def test_delete_needs_confirm_true(alice_tools):
     assert Workflow.objects.count() == 1
 
 
+@pytest.mark.parametrize("almost", ["true", "True", 1, 1.0, "yes", "1", [True], {"confirm": True}])
+def test_delete_deletes_only_on_the_json_literal_true(alice_tools, almost):
+    alice_tools.ok("create_workflow", id="flow", config=flow(), **G)
+
+    refused = alice_tools.err("delete_workflow", id="flow", confirm=almost, **G)
+
+    assert refused["code"] == "confirm_required"
+    assert Workflow.objects.filter(workflow_id="flow").exists()
+    assert not WorkflowRevision.objects.filter(action="delete").exists()
+
+
+def test_delete_workflow_declares_confirm_as_the_literal_true(alice, mcp_client):
+    client = mcp_client(alice)
+    client.initialize()
+    tools = {t["name"]: t for t in client.post("tools/list").json()["result"]["tools"]}
+
+    confirm = tools["delete_workflow"]["inputSchema"]["properties"]["confirm"]
+
+    assert (confirm["type"], confirm["const"]) == ("boolean", True)
+
+
 def test_delete_refuses_while_referenced_unless_forced(alice_tools):
     alice_tools.ok("create_workflow", id="child", config=flow(), **G)
     alice_tools.ok("create_workflow", id="parent", config=flow(child="child"), **G)
@@ -322,7 +421,7 @@ def test_delete_refuses_while_referenced_unless_forced(alice_tools):
     assert refused["referencedBy"] == [{"workflowId": "parent", "nodeId": "work", "source": "global"}]
     assert Workflow.objects.filter(workflow_id="child").exists()
     assert alice_tools.ok("delete_workflow", id="child", confirm=True, force=True, **G) == {
-        "ok": True, "path": "~/.atrium/workflows/child.yaml", "source": "global"}
+        "ok": True, "path": served_path("child", **{"global": "true"}), "source": "global"}
     assert not Workflow.objects.filter(workflow_id="child").exists()
     snapshot = WorkflowRevision.objects.get(workflow_key="child", action="delete")
     assert "name: Flow" in snapshot.yaml_text
@@ -341,7 +440,8 @@ def test_move_goes_between_sources_and_refuses_a_collision(alice, alice_tools):
     shop = {"cwd": "/home/alice/shop"}
     alice_tools.ok("create_workflow", id="flow", config=flow(), source="global", **shop)
     assert alice_tools.ok("move_workflow", id="flow", to="repo", **shop) == {
-        "ok": True, "id": "flow", "from": "global", "to": "repo", "path": "shop/.atrium/workflows/flow.yaml"}
+        "ok": True, "id": "flow", "from": "global", "to": "repo",
+        "path": served_path("flow", source="repo", cwd="/home/alice/shop")}
     assert Workflow.objects.get().project.project_id == "shop"
     alice_tools.ok("create_workflow", id="flow", config=flow(), source="global", **shop)
     assert alice_tools.err("move_workflow", id="flow", to="global", **shop)["code"] == "conflict"
@@ -353,7 +453,7 @@ def test_duplicate_copies_sets_the_name_and_refuses_a_collision(alice_tools):
     alice_tools.ok("create_workflow", id="flow", config="# keep me\nname: Flow\nstart: a\nnodes:\n  a: {type: end}\n",
                    **G)
     assert alice_tools.ok("duplicate_workflow", from_id="flow", to_id="copy", to_source="global", **G) == {
-        "id": "copy", "source": "global", "path": "~/.atrium/workflows/copy.yaml"}
+        "id": "copy", "source": "global", "path": served_path("copy", **{"global": "true"})}
     copy = Workflow.objects.get(workflow_id="copy")
     assert copy.name == "copy" and "# keep me" in copy.yaml_text
     assert alice_tools.err("duplicate_workflow", from_id="flow", to_id="copy", to_source="global", **G)["code"] \
@@ -371,7 +471,7 @@ def test_rename_sets_the_name_and_cascades_to_referrers(alice_tools):
                   "    workflow: child  # the child\n    transitions: {completed: end}\n  end: {type: end}\n"
     alice_tools.ok("create_workflow", id="parent", config=parent_text, **G)
     renamed = alice_tools.ok("rename_workflow", id="child", new_id="kid", **G)
-    assert renamed == {"id": "kid", "source": "global", "path": "~/.atrium/workflows/kid.yaml",
+    assert renamed == {"id": "kid", "source": "global", "path": served_path("kid", **{"global": "true"}),
                        "rewritten": ["global:parent"], "failed": [], "rolledBack": False}
     kid = Workflow.objects.get(workflow_id="kid")
     assert kid.name == "kid" and kid.config["name"] == "kid"
@@ -556,7 +656,7 @@ def test_a_skill_becomes_a_workflow_with_its_scripts(alice_tools, local_paths, s
     written = alice_tools.ok("finalize_skill_conversion", raw_model_output=completion, cwd=str(skill_repo),
                              **handback["finalize_args"])
     assert written == {"id": "release-notes", "source": "repo",
-                       "path": "github.com/acme/shop/.atrium/workflows/release-notes.yaml", "assetCount": 1,
+                       "path": str(skill_repo / ".atrium" / "workflows" / "release-notes.yaml"), "assetCount": 1,
                        "skippedBundleDirs": ["references"], "skippedNote": written["skippedNote"]}
     workflow = Workflow.objects.get(workflow_id="release-notes")
     assert workflow.yaml_text.startswith("# Converted from the Release Notes skill.")
@@ -596,5 +696,5 @@ def test_a_hosted_server_converts_skill_elements_but_reads_no_files(alice, alice
                  "transitions: {done: end}}\n  end: {type: end}\n```"
     written = alice_tools.ok("finalize_skill_conversion", raw_model_output=completion, **handback["finalize_args"],
                              **G)
-    assert written == {"id": "triage", "source": "global", "path": "~/.atrium/workflows/triage.yaml",
+    assert written == {"id": "triage", "source": "global", "path": served_path("triage", **{"global": "true"}),
                        "assetCount": 0, "skippedBundleDirs": []}

@@ -7,7 +7,7 @@ import pytest
 
 from accounts.caller import Caller
 from accounts.services import token_create
-from tests.conftest import Api, Member
+from tests.conftest import Api, Member, served_path
 from workflows.models import Project, ProjectRoot, Workflow, WorkflowRevision
 
 pytestmark = pytest.mark.django_db
@@ -79,7 +79,7 @@ def test_alice_creates_reads_updates_lists_and_deletes_a_workflow(alice):
 
     created = api.post(WORKFLOWS, {"id": "review", "config": REVIEW, "global": True})
     assert created.status_code == 201, created.content
-    assert created.json() == {"id": "review", "source": "global", "path": "~/.atrium/workflows/review.yaml"}
+    assert created.json() == {"id": "review", "source": "global", "path": served_path("review", **{"global": "true"})}
     row = Workflow.objects.get(owner=alice.user, workflow_id="review")
     assert (row.project, row.name, row.yaml_text) == (None, "review", REVIEW)
 
@@ -87,7 +87,7 @@ def test_alice_creates_reads_updates_lists_and_deletes_a_workflow(alice):
     assert got.status_code == 200
     data = got.json()
     assert {k: data[k] for k in ("id", "source", "path", "name", "description", "yaml", "assets")} == {
-        "id": "review", "source": "global", "path": "~/.atrium/workflows/review.yaml", "name": "review",
+        "id": "review", "source": "global", "path": served_path("review", **{"global": "true"}), "name": "review",
         "description": "Writes a draft.", "yaml": REVIEW, "assets": []}
     assert data["config"]["nodes"]["draft"]["type"] == "ai_agent"
     assert data["created"].endswith("+00:00")
@@ -95,7 +95,7 @@ def test_alice_creates_reads_updates_lists_and_deletes_a_workflow(alice):
     changed = REVIEW.replace("Writes a draft.", "Writes a better draft.")
     updated = api.put(f"{WORKFLOWS}review/", {"config": changed, "global": True})
     assert updated.status_code == 200, updated.content
-    assert updated.json() == {"ok": True, "source": "global", "path": "~/.atrium/workflows/review.yaml"}
+    assert updated.json() == {"ok": True, "source": "global", "path": served_path("review", **{"global": "true"})}
     row.refresh_from_db()
     assert (row.description, row.yaml_text) == ("Writes a better draft.", changed)
 
@@ -127,7 +127,7 @@ def test_a_replace_with_a_stale_if_match_answers_412_and_changes_nothing(alice):
 
     deleted = api.delete(f"{WORKFLOWS}review/", "global=true&confirm=true")
     assert deleted.status_code == 200, deleted.content
-    assert deleted.json() == {"ok": True, "path": "~/.atrium/workflows/review.yaml", "source": "global"}
+    assert deleted.json() == {"ok": True, "path": served_path("review", **{"global": "true"}), "source": "global"}
     assert not Workflow.objects.filter(owner=alice.user).exists()
     actions = list(WorkflowRevision.objects.filter(owner=alice.user, workflow_key="review")
                    .order_by("created_at", "pk").values_list("action", flat=True))
@@ -380,19 +380,19 @@ def test_references_move_duplicate_and_rename(alice):
                                                              "global": True})
     assert duplicated.status_code == 201, duplicated.content
     assert duplicated.json() == {"id": "review-copy", "source": "global",
-                                 "path": "~/.atrium/workflows/review-copy.yaml"}
+                                 "path": served_path("review-copy", **{"global": "true"})}
     assert Workflow.objects.get(workflow_id="review-copy").name == "review-copy"
 
     moved = api.post(f"{WORKFLOWS}review-copy/move/", {"to": "repo", "cwd": f"{ROOT}/src"})
     assert moved.status_code == 200, moved.content
     assert moved.json() == {"ok": True, "id": "review-copy", "from": "global", "to": "repo",
-                            "path": "shop/.atrium/workflows/review-copy.yaml"}
+                            "path": served_path("review-copy", source="repo", cwd=f"{ROOT}/src")}
     assert Workflow.objects.get(workflow_id="review-copy").project.project_id == "shop"
 
     renamed = api.post(f"{WORKFLOWS}review/rename/", {"new_id": "draft-review", "global": True})
     assert renamed.status_code == 200, renamed.content
     assert renamed.json() == {"id": "draft-review", "source": "global",
-                              "path": "~/.atrium/workflows/draft-review.yaml", "rewritten": ["global:parent"],
+                              "path": served_path("draft-review", **{"global": "true"}), "rewritten": ["global:parent"],
                               "failed": [], "rolledBack": False}
     assert Workflow.objects.get(workflow_id="parent").config["nodes"]["child"]["workflow"] == "draft-review"
 
@@ -421,7 +421,8 @@ def test_a_registered_root_resolves_a_cwd_inside_it_and_not_outside(alice):
 
     created = api.post(WORKFLOWS, {"id": "review", "config": REVIEW, "cwd": f"{ROOT}/src/app"})
     assert created.status_code == 201, created.content
-    assert created.json() == {"id": "review", "source": "repo", "path": "shop/.atrium/workflows/review.yaml"}
+    assert created.json() == {"id": "review", "source": "repo",
+                              "path": served_path("review", source="repo", cwd=f"{ROOT}/src/app")}
     assert Workflow.objects.get(workflow_id="review").project == project
     assert api.get(WORKFLOWS, {"cwd": ROOT}).json()[0]["source"] == "repo"
 

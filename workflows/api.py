@@ -7,8 +7,11 @@ or `global=true`, as query parameters, or in the JSON body of a POST or PUT."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -26,7 +29,7 @@ from accounts.authentication import caller_from_request
 from accounts.versions import etag, if_match, row_version
 from elements.api import IsoDateTimeField
 from workflows import selectors, services
-from workflows.definition import AUTHORING, executors, json_schema
+from workflows.definition import AUTHORING, MAX_ID_LENGTH, executors, json_schema
 from workflows.models import Project, Workflow
 from workflows.scoping import Scope, scope_resolve
 
@@ -37,8 +40,76 @@ SOURCES = (Workflow.Source.GLOBAL.value, Workflow.Source.REPO.value)
 
 # --- scopes --------------------------------------------------------------------------------
 
+# DRF refuses some strings whatever the field says: one holding a NUL character, and a blank one
+# (after trimming, where the field trims) unless it allows blank. The schema of every request field
+# of the API says so, so a client (or a generator of requests) knows before it sends. A JSON field
+# without allow_null refuses null, which OpenAPI 3.0 says by listing the other types.
+_NO_NUL = "^[^\\x00]*$"
+_NOT_BLANK = "^[^\\x00]*[^\\x00\\s\\x1c-\\x1f\\x85][^\\x00]*$"
+_ANY_BUT_NULL = [{"type": "object", "additionalProperties": True}, {"type": "array", "items": {}},
+                 {"type": "string"}, {"type": "number"}, {"type": "boolean"}]
+
+
+class RequestStringExtension(OpenApiSerializerFieldExtension):
+    target_class = serializers.CharField
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        field = self.target
+        if direction != "request" or schema.get("type") != "string" or "pattern" in schema or "enum" in schema:
+            return schema
+        if field.allow_blank:
+            return {**schema, "pattern": _NO_NUL}
+        if not field.trim_whitespace:
+            return {**schema, "pattern": _NO_NUL, "minLength": max(schema.get("minLength", 0), 1)}
+        return {**schema, "pattern": _NOT_BLANK}
+
+
+class RequestListExtension(OpenApiSerializerFieldExtension):
+    """A list of objects that may not be empty says so (the schema generator leaves allow_empty out)."""
+
+    target_class = serializers.ListSerializer
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if direction == "request" and not self.target.allow_empty and schema.get("type") == "array":
+            return {**schema, "minItems": max(schema.get("minItems", 0), 1)}
+        return schema
+
+
+class RequestJsonExtension(OpenApiSerializerFieldExtension):
+    target_class = serializers.JSONField
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if direction != "request" or self.target.allow_null or schema.keys() - {"description", "readOnly",
+                                                                                 "writeOnly"}:
+            return schema
+        return {**schema, "oneOf": copy.deepcopy(_ANY_BUT_NULL)}
+
+
+class ScopedBodySchema(AutoSchema):
+    """A body that names the store (cwd or global: true) must be sent, though none of its fields is
+    required on its own: the schema generator would mark it optional."""
+
+    def _get_request_body(self, direction: Any = "request") -> Any:
+        body = super()._get_request_body(direction)
+        if not body:
+            return body
+        requested = self.get_request_serializer()
+        documented = requested.values() if isinstance(requested, dict) else [requested]
+        if body and any(isinstance(s, type) and issubclass(s, ScopeParams) for s in documented):
+            body["required"] = True
+        return body
+
+
 class WorkflowsApiView(ScopedApiView):
     """A workflow endpoint: every method it has names its scope in `required_scope`."""
+
+    schema = ScopedBodySchema()
 
 
 # `global` is a Python keyword, so the serializer is built rather than declared.
@@ -50,6 +121,43 @@ ScopeParams = type("ScopeParams", (serializers.Serializer,), {
     "global": serializers.BooleanField(required=False, allow_null=True,
                                        help_text="true: your global store instead of a project."),
 })
+
+CWD_SCHEMA = {"type": "string", "pattern": "^/[^\\x00]*$",
+              "description": "Absolute path of a directory inside one of your registered project roots."}
+GLOBAL_SCHEMA = {"type": "boolean", "enum": [True], "description": "Your global store instead of a project."}
+# Exactly one of the two: a request with neither (CWD_REQUIRED) or both (CWD_GLOBAL_CONFLICT) is refused.
+SCOPE_ONE_OF = [
+    {"type": "object", "properties": {"cwd": CWD_SCHEMA}, "required": ["cwd"],
+     "not": {"properties": {"global": {"enum": [True]}}, "required": ["global"]}},
+    {"type": "object", "properties": {"global": GLOBAL_SCHEMA}, "required": ["global"], "not": {"required": ["cwd"]}},
+]
+# OpenAPI 3.0 cannot require one of two query parameters, but it can require one object parameter
+# exploded into the query string (style form), which is the same `?cwd=...` or `?global=true`.
+SCOPE_QUERY = OpenApiParameter(
+    "scope", {"oneOf": [{**copy.deepcopy(option), "additionalProperties": False} for option in SCOPE_ONE_OF]},
+    OpenApiParameter.QUERY, required=True, style="form", explode=True,
+    description="Exactly one of cwd (an absolute path inside one of your registered project roots) or "
+                "global=true (your global store).")
+
+
+class ScopedInputExtension(OpenApiSerializerExtension):
+    """A request body that names its store: exactly one of `cwd` or `global: true` is required. (The
+    server also reads them from the query string; the schema documents the body.)"""
+
+    target_class = ScopeParams
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        # A copy each time: the schema generator rewrites enums in place, into components of their own.
+        scope = {"oneOf": copy.deepcopy(SCOPE_ONE_OF)}
+        either = getattr(self.target, "one_of_required", ())
+        if not either:
+            return {**schema, **scope}
+        # null counts as absent.
+        subject = {"oneOf": [{"required": [name], "properties": {name: {"not": {"enum": [None]}}}}
+                             for name in either]}
+        return {**schema, "allOf": [scope, subject]}
 
 
 def scope_of(request: Request, body: dict[str, Any] | None = None) -> Scope:
@@ -81,16 +189,36 @@ def source_field() -> SourceField:
                        help_text="global or repo. Omitted: repo first when the call has a project, else global.")
 
 
+@extend_schema_field({"oneOf": [{"type": "object", "additionalProperties": True}, {"type": "string"}]})
+class ConfigField(serializers.JSONField):
+    """A workflow definition: an object, or YAML text."""
+
+
 def _config_field(**kwargs: Any) -> serializers.JSONField:
     kwargs.setdefault("help_text", "The workflow, as an object or as YAML text (comments are kept). "
                                    "GET /api/workflows/schema/ has the format.")
-    return serializers.JSONField(**kwargs)
+    return ConfigField(**kwargs)
+
+
+@extend_schema_field({"type": "string", "pattern": f"^[a-zA-Z0-9_-]{{1,{MAX_ID_LENGTH}}}$"})
+class WorkflowIdField(serializers.CharField):
+    """A workflow id: letters, digits, _ and -. Blank and odd ids are let through so the service
+    answers invalid_id, as the tools do; the schema documents the ids that are valid."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        return "" if data == "" else super().run_validation(data)
 
 
 def _id_field(**kwargs: Any) -> serializers.CharField:
-    # Blank and odd ids are let through so the service answers invalid_id, as the tools do.
-    return serializers.CharField(allow_blank=True, trim_whitespace=False, **kwargs)
+    return WorkflowIdField(**kwargs)
 
+
+# Request bodies are documented as JSON, the API's format: forms cannot carry the nested objects and
+# lists some of them hold.
+JSON = "application/json"
 
 WORKFLOW_PARAM = OpenApiParameter("workflow_id", OpenApiTypes.STR, OpenApiParameter.PATH,
                                   description="A workflow id: letters, digits, _ and -.")
@@ -109,8 +237,14 @@ class ErrorSerializer(serializers.Serializer):
     cwd = serializers.CharField(required=False)
 
 
+AUTH_ERRORS = {401: "No token, or one that is invalid, expired or revoked",
+               403: "The token lacks the scope this method needs (code insufficient_scope)"}
+
+
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorSerializer) for code in statuses}
+    """The error answers an endpoint documents: its own, and those of authentication and scopes."""
+    return {code: OpenApiResponse(ErrorSerializer, description=AUTH_ERRORS.get(code, ""))
+            for code in (*statuses, *AUTH_ERRORS)}
 
 
 class WrittenSerializer(serializers.Serializer):
@@ -119,11 +253,12 @@ class WrittenSerializer(serializers.Serializer):
 
     id = serializers.CharField()
     source = serializers.CharField()
-    path = serializers.CharField(help_text="Where the workflow lives, as sync_workflows lays it out")
+    path = serializers.CharField(help_text="Where the workflow lives: its file in the repository where this server "
+                                           "sees the repository, else the URL this API serves it at")
 
 
-def _written(workflow: Workflow) -> dict[str, Any]:
-    return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow)}
+def _written(workflow: Workflow, scope: Scope) -> dict[str, Any]:
+    return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
 
 class SubjectSerializer(ScopeParams):
@@ -131,6 +266,8 @@ class SubjectSerializer(ScopeParams):
 
     class Meta:
         ref_name = "WorkflowSubject"
+
+    one_of_required = ("config", "id")  # exactly one of them (else invalid_input)
 
     config = _config_field(required=False, allow_null=True)
     id = serializers.CharField(required=False, allow_null=True, help_text="A stored workflow's id, instead of "
@@ -171,12 +308,12 @@ class WorkflowListCreateView(WorkflowsApiView):
         overwrite = serializers.BooleanField(required=False, default=False,
                                              help_text="Replace an existing workflow with this id")
 
-    @extend_schema(parameters=[ScopeParams], responses={200: OutputSerializer(many=True), **_errors(400)},
+    @extend_schema(parameters=[SCOPE_QUERY], responses={200: OutputSerializer(many=True), **_errors(400)},
                    summary="List workflows from the global store and the project", operation_id="workflows_list")
     def get(self, request: Request) -> Response:
         return Response(selectors.workflow_list(scope=scope_of(request)))
 
-    @extend_schema(parameters=[ScopeParams], request=InputSerializer,
+    @extend_schema(request={JSON: InputSerializer},
                    responses={201: WrittenSerializer, **_errors(400, 409)},
                    summary="Create a workflow (a minimal template when config is omitted)",
                    operation_id="workflow_create")
@@ -184,10 +321,11 @@ class WorkflowListCreateView(WorkflowsApiView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
+        scope = scope_of(request, params)
         workflow = services.workflow_save(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), workflow_id=params["id"],
+            caller=caller_from_request(request, via="api"), scope=scope, workflow_id=params["id"],
             source=source_of(params.get("source")), config=params.get("config"), overwrite=params["overwrite"])
-        return Response(_written(workflow), status=status.HTTP_201_CREATED)
+        return Response(_written(workflow, scope), status=status.HTTP_201_CREATED)
 
 
 # --- one workflow --------------------------------------------------------------------------
@@ -205,7 +343,7 @@ IF_MATCH_PARAM = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter
 class WorkflowDetailView(WorkflowsApiView):
     required_scope = {"GET": READ, "PUT": WRITE, "DELETE": WRITE}
 
-    class SourceParams(ScopeParams):
+    class SourceParams(serializers.Serializer):
         class Meta:
             ref_name = "WorkflowSourceParams"
 
@@ -242,7 +380,7 @@ class WorkflowDetailView(WorkflowsApiView):
         assets = serializers.SerializerMethodField()
 
         def get_path(self, workflow: Workflow) -> str:
-            return selectors.path_of(workflow)
+            return selectors.path_of(workflow, self.context.get("scope"))
 
         def get_assets(self, workflow: Workflow) -> list[dict[str, Any]]:
             return [{"path": a.path, "executable": a.executable} for a in workflow.assets.all()]
@@ -262,16 +400,19 @@ class WorkflowDetailView(WorkflowsApiView):
         source = serializers.CharField()
         path = serializers.CharField()
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, SourceParams], responses={200: OutputSerializer, **_errors(400, 404)},
+    @extend_schema(parameters=[WORKFLOW_PARAM, SCOPE_QUERY, SourceParams],
+                   responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Get a workflow: its definition, YAML text and bundled files", operation_id="workflow_get")
     def get(self, request: Request, workflow_id: str) -> Response:
         params = self.SourceParams(data=request.query_params)
         params.is_valid(raise_exception=True)
-        workflow = selectors.workflow_find(scope=scope_of(request), workflow_id=workflow_id,
+        scope = scope_of(request)
+        workflow = selectors.workflow_find(scope=scope, workflow_id=workflow_id,
                                            source=source_of(params.validated_data.get("source")))
-        return Response(self.OutputSerializer(workflow).data, headers=_etag_header(workflow))
+        return Response(self.OutputSerializer(workflow, context={"scope": scope}).data,
+                        headers=_etag_header(workflow))
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams, IF_MATCH_PARAM], request=InputSerializer,
+    @extend_schema(parameters=[WORKFLOW_PARAM, IF_MATCH_PARAM], request={JSON: InputSerializer},
                    responses={200: UpdatedSerializer, **_errors(400, 404, 412)},
                    summary="Replace a workflow's contents (validated first; the old version stays in its history)",
                    operation_id="workflow_update")
@@ -279,14 +420,17 @@ class WorkflowDetailView(WorkflowsApiView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
+        scope = scope_of(request, params)
         workflow = services.workflow_update(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), workflow_id=workflow_id,
+            caller=caller_from_request(request, via="api"), scope=scope, workflow_id=workflow_id,
             source=source_of(params.get("source")), config=params["config"], if_match=if_match(request))
-        return Response({"ok": True, "source": workflow.source, "path": selectors.path_of(workflow)},
+        return Response({"ok": True, "source": workflow.source, "path": selectors.path_of(workflow, scope)},
                         headers=_etag_header(workflow))
 
     @extend_schema(
-        parameters=[WORKFLOW_PARAM, DeleteParams],
+        parameters=[WORKFLOW_PARAM, SCOPE_QUERY, DeleteParams, OpenApiParameter(
+            "confirm", {"type": "boolean", "enum": [True]}, OpenApiParameter.QUERY, required=True,
+            description="Must be true: without it the delete is refused (confirm_required).")],
         responses={200: UpdatedSerializer, **_errors(400, 404),
                    409: OpenApiResponse(ErrorSerializer, description="code referenced, with referencedBy: "
                                         "[{workflowId, nodeId, source}]; force=true deletes anyway")},
@@ -296,10 +440,11 @@ class WorkflowDetailView(WorkflowsApiView):
         params = self.DeleteParams(data=request.query_params)
         params.is_valid(raise_exception=True)
         options = params.validated_data
+        scope = scope_of(request)
         workflow = services.workflow_delete(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request), workflow_id=workflow_id,
+            caller=caller_from_request(request, via="api"), scope=scope, workflow_id=workflow_id,
             source=source_of(options.get("source")), confirm=options["confirm"], force=options["force"])
-        return Response({"ok": True, "path": selectors.path_of(workflow), "source": workflow.source})
+        return Response({"ok": True, "path": selectors.path_of(workflow, scope), "source": workflow.source})
 
 
 class WorkflowReferencesView(WorkflowsApiView):
@@ -311,7 +456,7 @@ class WorkflowReferencesView(WorkflowsApiView):
 
         referrers = serializers.ListField(child=serializers.DictField(), help_text="[{workflowId, nodeId, source}]")
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], responses={200: OutputSerializer, **_errors(400)},
+    @extend_schema(parameters=[WORKFLOW_PARAM, SCOPE_QUERY], responses={200: OutputSerializer, **_errors(400)},
                    summary="The subworkflow nodes that name this workflow, in every source of the scope",
                    operation_id="workflow_references")
     def get(self, request: Request, workflow_id: str) -> Response:
@@ -329,7 +474,7 @@ class WorkflowMoveView(WorkflowsApiView):
         to = SourceField()
 
     @extend_schema(
-        parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+        parameters=[WORKFLOW_PARAM], request={JSON: InputSerializer},
         responses={200: inline_serializer("WorkflowMoved", {
             "ok": serializers.BooleanField(), "id": serializers.CharField(), "from": serializers.CharField(),
             "to": serializers.CharField(), "path": serializers.CharField()}), **_errors(400, 404, 409)},
@@ -339,11 +484,11 @@ class WorkflowMoveView(WorkflowsApiView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
-        workflow, origin = services.workflow_move(caller=caller_from_request(request, via="api"),
-                                                  scope=scope_of(request, params), workflow_id=workflow_id,
-                                                  to=params["to"])
+        scope = scope_of(request, params)
+        workflow, origin = services.workflow_move(caller=caller_from_request(request, via="api"), scope=scope,
+                                                  workflow_id=workflow_id, to=params["to"])
         return Response({"ok": True, "id": workflow.workflow_id, "from": origin, "to": workflow.source,
-                         "path": selectors.path_of(workflow)})
+                         "path": selectors.path_of(workflow, scope)})
 
 
 class WorkflowDuplicateView(WorkflowsApiView):
@@ -359,18 +504,19 @@ class WorkflowDuplicateView(WorkflowsApiView):
         overwrite = serializers.BooleanField(required=False, default=False,
                                              help_text="Replace an existing workflow with to_id")
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+    @extend_schema(parameters=[WORKFLOW_PARAM], request={JSON: InputSerializer},
                    responses={201: WrittenSerializer, **_errors(400, 404, 409)},
                    summary="Copy a workflow (and its bundled files) to a new id", operation_id="workflow_duplicate")
     def post(self, request: Request, workflow_id: str) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
+        scope = scope_of(request, params)
         workflow = services.workflow_duplicate(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), from_id=workflow_id,
+            caller=caller_from_request(request, via="api"), scope=scope, from_id=workflow_id,
             from_source=source_of(params.get("from_source")), to_id=params["to_id"], to_source=params["to_source"],
             overwrite=params["overwrite"])
-        return Response(_written(workflow), status=status.HTTP_201_CREATED)
+        return Response(_written(workflow, scope), status=status.HTTP_201_CREATED)
 
 
 class WorkflowRenameView(WorkflowsApiView):
@@ -393,7 +539,7 @@ class WorkflowRenameView(WorkflowsApiView):
         failed = serializers.ListField(child=serializers.CharField())
         rolledBack = serializers.BooleanField()
 
-    @extend_schema(parameters=[WORKFLOW_PARAM, ScopeParams], request=InputSerializer,
+    @extend_schema(parameters=[WORKFLOW_PARAM], request={JSON: InputSerializer},
                    responses={200: OutputSerializer, **_errors(400, 404, 409)},
                    summary="Rename a workflow, rewriting the subworkflow nodes that use it",
                    operation_id="workflow_rename")
@@ -401,11 +547,12 @@ class WorkflowRenameView(WorkflowsApiView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
+        scope = scope_of(request, params)
         result = services.workflow_rename(
-            caller=caller_from_request(request, via="api"), scope=scope_of(request, params), workflow_id=workflow_id,
+            caller=caller_from_request(request, via="api"), scope=scope, workflow_id=workflow_id,
             new_id=params["new_id"], source=source_of(params.get("source")),
             rewrite_references=params["rewrite_references"])
-        return Response({**_written(result.workflow), "rewritten": result.rewritten, "failed": result.failed,
+        return Response({**_written(result.workflow, scope), "rewritten": result.rewritten, "failed": result.failed,
                          "rolledBack": False})
 
 
@@ -423,7 +570,8 @@ class WorkflowSchemaView(WorkflowsApiView):
         models = serializers.DictField(help_text="{available, default, prices}")
         authoring = serializers.ListField(child=serializers.CharField())
 
-    @extend_schema(responses=OutputSerializer, summary="The workflow format: JSON Schema, node types, models",
+    @extend_schema(responses={200: OutputSerializer, **_errors()},
+                   summary="The workflow format: JSON Schema, node types, models",
                    operation_id="workflow_schema")
     def get(self, request: Request) -> Response:
         return Response({"jsonSchema": json_schema(), "executors": executors(),
@@ -441,7 +589,7 @@ class WorkflowValidateView(WorkflowsApiView):
         code = serializers.CharField(required=False, help_text="invalid_config or integrity_error")
         errors = serializers.ListField(child=serializers.CharField())
 
-    @extend_schema(parameters=[ScopeParams], request=SubjectSerializer,
+    @extend_schema(request={JSON: SubjectSerializer},
                    responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Schema and integrity validation of a config or a stored workflow",
                    operation_id="workflow_validate")
@@ -460,7 +608,7 @@ class WorkflowLintView(WorkflowsApiView):
         errors = serializers.ListField(child=serializers.CharField())
         warnings = serializers.ListField(child=serializers.DictField(), help_text="[{code, message, state?}]")
 
-    @extend_schema(parameters=[ScopeParams], request=SubjectSerializer,
+    @extend_schema(request={JSON: SubjectSerializer},
                    responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Validation plus warnings (dead or unreachable states, unknown models, ...)",
                    operation_id="workflow_lint")
@@ -480,7 +628,7 @@ class WorkflowAuditView(WorkflowsApiView):
                                          help_text="[{severity: info|warning|error, code, message, state?}]")
         worstCase = serializers.DictField(help_text="{modelCalls, costUsd, bounded}")
 
-    @extend_schema(parameters=[ScopeParams], request=SubjectSerializer,
+    @extend_schema(request={JSON: SubjectSerializer},
                    responses={200: OutputSerializer, **_errors(400, 404)},
                    summary="Risk and cost review of a config or a stored workflow", operation_id="workflow_audit")
     def post(self, request: Request) -> Response:
@@ -489,6 +637,11 @@ class WorkflowAuditView(WorkflowsApiView):
 
 
 # --- projects ------------------------------------------------------------------------------
+
+@extend_schema_field({"type": "string", "pattern": "^/[^\\x00]*[^/\\x00][^\\x00]*$"})
+class AbsolutePathField(serializers.CharField):
+    """An absolute path (else NOT_ABSOLUTE), naming a folder (else PROJECT_ID_UNAVAILABLE)."""
+
 
 def _project_out(project: Project, workflow_count: int | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"projectId": project.project_id, "roots": [root.path for root in project.roots.all()]}
@@ -512,18 +665,19 @@ class ProjectListCreateView(WorkflowsApiView):
         class Meta:
             ref_name = "ProjectRegisterInput"
 
-        path = serializers.CharField(trim_whitespace=False, help_text="The repository root on your machine, "
-                                                                      "absolute")
+        path = AbsolutePathField(trim_whitespace=False, help_text="The repository root on your machine, "
+                                                                  "absolute")
         project_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, help_text=(
             "Default: derived from the path (the folder's name, or the git remote where this server can read it)"))
 
-    @extend_schema(responses=OutputSerializer(many=True), summary="Your projects, their roots and workflow counts",
+    @extend_schema(responses={200: OutputSerializer(many=True), **_errors()},
+                   summary="Your projects, their roots and workflow counts",
                    operation_id="projects_list")
     def get(self, request: Request) -> Response:
         projects = selectors.project_list(owner=caller_from_request(request, via="api").user)
         return Response([_project_out(p, p.workflow_count) for p in projects])
 
-    @extend_schema(request=InputSerializer, responses={201: OutputSerializer, **_errors(400, 409)},
+    @extend_schema(request={JSON: InputSerializer}, responses={201: OutputSerializer, **_errors(400, 409)},
                    summary="Register a repository root, so a cwd inside it resolves to the project",
                    operation_id="project_register")
     def post(self, request: Request) -> Response:

@@ -183,7 +183,7 @@ def skill_conversion_finalize(*, caller: Caller, scope: Scope, raw_model_output:
         raise ConversionFailed("validate", exc.message, raw=raw_model_output, errors=exc.errors) from exc
     except DomainError as exc:
         raise ConversionFailed("write", exc.message) from exc
-    result: dict[str, Any] = {"id": workflow.workflow_id, "source": workflow.source, "path": path_of(workflow),
+    result: dict[str, Any] = {"id": workflow.workflow_id, "source": workflow.source, "path": path_of(workflow, scope),
                               "assetCount": len(assets), "skippedBundleDirs": list(bundle.skipped_dirs)}
     if bundle.skipped_dirs:
         result["skippedNote"] = SKIPPED_NOTE

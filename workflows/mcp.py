@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from mcp import types
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, error_payload_result, tool
@@ -27,6 +27,12 @@ WorkflowId = Annotated[str, Field(description="A workflow id: letters, digits, _
 Config = Annotated[dict[str, Any] | str | None, Field(description="The workflow, as an object or as YAML text "
                                                                   "(comments are kept). get_workflow_schema has "
                                                                   "the format.")]
+
+# Taken as sent, not as a bool: lax validation would read "true", 1 or "yes" as true, and only the
+# JSON literal true may delete (the service refuses anything else with confirm_required).
+Confirm = Annotated[Any, WithJsonSchema({"type": "boolean", "const": True,
+                                         "description": "Must be literally true (the JSON literal, not a string "
+                                                        "or a number)."})]
 
 READ, WRITE = "workflows:read", "workflows:write"
 
@@ -68,7 +74,7 @@ class WorkflowTools(Toolset):
         scope = self._scope(cwd, global_)
         workflow = services.workflow_save(caller=self.caller, scope=scope, workflow_id=id, source=source,
                                           config=config, overwrite=overwrite)
-        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow)}
+        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
     @tool(name="update_workflow", title="Update a workflow", scope=WRITE, read_only=False, destructive=True,
           idempotent=True, open_world=False)
@@ -77,22 +83,23 @@ class WorkflowTools(Toolset):
             cwd: Cwd = None, global_: Global = None) -> Any:
         """Replace a workflow's contents; refuses to write when schema or integrity validation fails (the
         earlier version stays in the revision history). Answers {ok: true, source, path}."""
-        workflow = services.workflow_update(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=id,
-                                            source=source, config=config)
-        return {"ok": True, "source": workflow.source, "path": selectors.path_of(workflow)}
+        scope = self._scope(cwd, global_)
+        workflow = services.workflow_update(caller=self.caller, scope=scope, workflow_id=id, source=source,
+                                            config=config)
+        return {"ok": True, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
     @tool(name="delete_workflow", title="Delete a workflow", scope=WRITE, read_only=False, destructive=True,
           idempotent=False, open_world=False)
-    def delete_workflow(self, id: WorkflowId, confirm: Annotated[bool, Field(
-            description="Must be literally true.")] = False, source: Source = None,
+    def delete_workflow(self, id: WorkflowId, confirm: Confirm = None, source: Source = None,
             force: Annotated[bool, Field(description="Delete even when a subworkflow node references it.")] = False,
             cwd: Cwd = None, global_: Global = None) -> Any:
         """Delete a workflow (a snapshot stays in its revision history). Needs confirm: true. Refuses while
         another workflow's subworkflow node references it, answering {error, code: referenced, referencedBy};
         force: true deletes anyway. Answers {ok: true, path, source}."""
-        workflow = services.workflow_delete(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=id,
-                                            source=source, confirm=confirm, force=force)
-        return {"ok": True, "path": selectors.path_of(workflow), "source": workflow.source}
+        scope = self._scope(cwd, global_)
+        workflow = services.workflow_delete(caller=self.caller, scope=scope, workflow_id=id, source=source,
+                                            confirm=confirm, force=force)
+        return {"ok": True, "path": selectors.path_of(workflow, scope), "source": workflow.source}
 
     @tool(name="list_workflow_references", title="List references to a workflow", scope=READ, read_only=True,
           destructive=False, idempotent=True, open_world=False)
@@ -110,10 +117,10 @@ class WorkflowTools(Toolset):
                       cwd: Cwd = None, global_: Global = None) -> Any:
         """Move a workflow between the global store and the project; refuses when the target already has
         the id. Answers {ok: true, id, from, to, path}."""
-        workflow, origin = services.workflow_move(caller=self.caller, scope=self._scope(cwd, global_),
-                                                  workflow_id=id, to=to)
+        scope = self._scope(cwd, global_)
+        workflow, origin = services.workflow_move(caller=self.caller, scope=scope, workflow_id=id, to=to)
         return {"ok": True, "id": workflow.workflow_id, "from": origin, "to": workflow.source,
-                "path": selectors.path_of(workflow)}
+                "path": selectors.path_of(workflow, scope)}
 
     @tool(name="duplicate_workflow", title="Duplicate a workflow", scope=WRITE, read_only=False, destructive=False,
           idempotent=False, open_world=False)
@@ -123,10 +130,11 @@ class WorkflowTools(Toolset):
             cwd: Cwd = None, global_: Global = None) -> Any:
         """Copy a workflow (and its bundled files) to a new id, setting its name to to_id. Answers
         {id, source, path}."""
-        workflow = services.workflow_duplicate(caller=self.caller, scope=self._scope(cwd, global_), from_id=from_id,
+        scope = self._scope(cwd, global_)
+        workflow = services.workflow_duplicate(caller=self.caller, scope=scope, from_id=from_id,
                                                from_source=from_source, to_id=to_id, to_source=to_source,
                                                overwrite=overwrite)
-        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow)}
+        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
     @tool(name="rename_workflow", title="Rename a workflow", scope=WRITE, read_only=False, destructive=False,
           idempotent=False, open_world=False)
@@ -138,10 +146,11 @@ class WorkflowTools(Toolset):
         default every subworkflow node that resolves to it is rewritten, all in one transaction: if one
         rewrite fails, everything is rolled back (rolledBack: true). Answers {id, source, path, rewritten,
         failed, rolledBack}."""
-        result = services.workflow_rename(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=id,
-                                          new_id=new_id, source=source, rewrite_references=rewrite_references)
+        scope = self._scope(cwd, global_)
+        result = services.workflow_rename(caller=self.caller, scope=scope, workflow_id=id, new_id=new_id,
+                                          source=source, rewrite_references=rewrite_references)
         workflow = result.workflow
-        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow),
+        return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow, scope),
                 "rewritten": result.rewritten, "failed": result.failed, "rolledBack": False}
 
     # --- authoring helpers -----------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Every project-scoped tool takes exactly one of `cwd` or `global: true`. A `cwd` resolves first
 through the caller's registered project roots (the only way on a shared server, which cannot see
 the user's disk), then, where the server may read its own disk (local use, stdio), to the
-enclosing git root, registering that root on the way.
+enclosing git root, registering that root on the way. There the project's workflows are the files
+of the repository's workflow folder (workflows.repofiles).
 """
 
 from __future__ import annotations
@@ -54,12 +55,19 @@ def registered_root(*, owner: User, path: str) -> ProjectRoot | None:
 
 
 def scope_resolve(*, caller: Caller, cwd: str | None, global_: bool | None) -> Scope:
+    """The store a call applies to. Where this server sees the project's repository, the project's
+    workflows are the files of its workflow folder: they are read in before the call goes on."""
     try:
-        return _resolve(caller, cwd, global_)
+        scope = _resolve(caller, cwd, global_)
     except ScopeError as exc:
         # Documented as {error, code, cwd?}.
         exc.extra = {"cwd": cwd} if cwd is not None else {}
         raise
+    if scope.root is not None:
+        from workflows.sync import repo_folder_read  # sync builds on this module
+
+        repo_folder_read(caller=caller, scope=scope)
+    return scope
 
 
 def _resolve(caller: Caller, cwd: str | None, global_: bool | None) -> Scope:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import copy
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlencode
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 
 from accounts.errors import DomainError
-from workflows import analysis
+from workflows import analysis, repofiles
 from workflows.definition import config_check, config_normalize
 from workflows.errors import IntegrityFailure, InvalidConfig, WorkflowNotFound
 from workflows.models import ConfiguredModel, Project, Workflow, WorkflowRevision
@@ -25,16 +27,19 @@ def no_repo_source() -> DomainError:
                        code="no_repo_source")
 
 
-def workflow_path(*, source: str, project_key: str, workflow_id: str) -> str:
-    """Where the workflow lives in the store, laid out as a repository would keep it (sync_workflows
-    writes the same files)."""
-    base = "~" if source == GLOBAL else project_key
-    return f"{base}/.atrium/workflows/{workflow_id}.yaml"
-
-
-def path_of(workflow: Workflow) -> str:
-    project_key = workflow.project.project_id if workflow.project_id else ""
-    return workflow_path(source=workflow.source, project_key=project_key, workflow_id=workflow.workflow_id)
+def path_of(workflow: Workflow, scope: Scope | None = None) -> str:
+    """Where the workflow really lives: its file in the repository, where this server sees the
+    repository (a repo workflow on a local server); else the REST URL this server serves it at."""
+    folder = repofiles.folder_of(scope) if scope is not None and workflow.project_id is not None else None
+    if folder is not None:
+        return str(repofiles.file_of(folder, workflow.workflow_id))
+    if workflow.project_id is None:
+        query = {"global": "true"}
+    else:
+        cwd = scope.cwd if scope is not None and scope.cwd else next(
+            (root.path for root in workflow.project.roots.all()), None)
+        query = {"source": REPO, **({"cwd": cwd} if cwd else {})}
+    return f"{settings.ATRIUM_PUBLIC_URL}/api/workflows/{workflow.workflow_id}/?{urlencode(query)}"
 
 
 def visible(*, scope: Scope) -> QuerySet[Workflow]:

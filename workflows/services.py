@@ -16,7 +16,7 @@ from accounts.caller import Caller
 from accounts.errors import DomainError, Forbidden
 from accounts.services import audit_record
 from accounts.versions import row_version, version_check
-from workflows import yamltext
+from workflows import repofiles, yamltext
 from workflows.definition import ID_RE, MAX_ID_LENGTH
 from workflows.errors import WorkflowConflict, WorkflowReferenced
 from workflows.models import Project, ProjectRoot, Workflow, WorkflowAsset, WorkflowRevision
@@ -147,6 +147,7 @@ def workflow_save(*, caller: Caller, scope: Scope, workflow_id: str, source: str
         raise WorkflowConflict(f"A workflow {workflow_id!r} was just created in the {source} source.") from exc
     _assets_replace(workflow, assets)
     _revision(caller=caller, workflow=workflow, action=action)
+    repofiles.write_on_commit(scope, workflow)
     return workflow
 
 
@@ -165,6 +166,7 @@ def workflow_update(*, caller: Caller, scope: Scope, workflow_id: str, source: s
     _fill(workflow, text, parsed)
     workflow.save()
     _revision(caller=caller, workflow=workflow, action=WorkflowRevision.Action.UPDATE)
+    repofiles.write_on_commit(scope, workflow)
     return workflow
 
 
@@ -181,7 +183,7 @@ def _breaking_referrers(scope: Scope, workflow: Workflow) -> list[tuple[Workflow
 
 
 @transaction.atomic
-def workflow_delete(*, caller: Caller, scope: Scope, workflow_id: str, source: str | None, confirm: bool,
+def workflow_delete(*, caller: Caller, scope: Scope, workflow_id: str, source: str | None, confirm: object,
                     force: bool) -> Workflow:
     """Delete after a snapshot; refused while a subworkflow node still resolves to it, unless forced."""
     if confirm is not True:
@@ -194,9 +196,19 @@ def workflow_delete(*, caller: Caller, scope: Scope, workflow_id: str, source: s
             f"{workflow_id!r} is used as a subworkflow by {len(referrers)} node(s); deleting it would break them. "
             "Pass force: true to delete anyway.", extra={"referencedBy": referrer_rows(referrers)})
     _revision(caller=caller, workflow=workflow, action=WorkflowRevision.Action.DELETE)
+    if workflow.project_id is not None:
+        repofiles.remove_on_commit(scope, workflow.workflow_id)
     workflow.delete()
     workflow.pk = None
     return workflow
+
+
+@transaction.atomic
+def workflow_forget(*, caller: Caller, workflow: Workflow) -> None:
+    """Take a repo workflow whose file left the repository out of the store, after a snapshot. No
+    reference check: the repository no longer has it, whatever still names it."""
+    _revision(caller=caller, workflow=workflow, action=WorkflowRevision.Action.DELETE)
+    workflow.delete()
 
 
 @transaction.atomic
@@ -214,6 +226,10 @@ def workflow_move(*, caller: Caller, scope: Scope, workflow_id: str, to: str) ->
     workflow.modified = timezone.now()
     workflow.save()
     _revision(caller=caller, workflow=workflow, action=WorkflowRevision.Action.MOVE)
+    if origin == REPO:
+        repofiles.remove_on_commit(scope, workflow_id)
+    else:
+        repofiles.write_on_commit(scope, workflow)
     return workflow, origin
 
 
@@ -242,7 +258,7 @@ def workflow_rename(*, caller: Caller, scope: Scope, workflow_id: str, new_id: s
         with transaction.atomic():
             _rename(caller, scope, result, new_id, rewrite_references)
     except RenameRolledBack as exc:
-        exc.extra = {"id": workflow_id, "source": result.workflow.source, "path": path_of(result.workflow),
+        exc.extra = {"id": workflow_id, "source": result.workflow.source, "path": path_of(result.workflow, scope),
                      "rewritten": result.rewritten, "failed": result.failed, "rolledBack": True}
         raise
     return result
@@ -263,10 +279,13 @@ def _rename(caller: Caller, scope: Scope, result: RenameResult, new_id: str, rew
     workflow.save()
     result.workflow = workflow
     _revision(caller=caller, workflow=workflow, action=WorkflowRevision.Action.RENAME)
+    if workflow.project_id is not None:
+        repofiles.remove_on_commit(scope, old_id)
+        repofiles.write_on_commit(scope, workflow)
     for referrer in dict.fromkeys(wf for wf, _ in referrers):
         label = f"{referrer.source}:{referrer.workflow_id}"
         try:
-            _point_at(caller, referrer, old_id, new_id)
+            _point_at(caller, scope, referrer, old_id, new_id)
         except Exception as exc:
             result.failed.append(label)
             raise RenameRolledBack(
@@ -275,7 +294,7 @@ def _rename(caller: Caller, scope: Scope, result: RenameResult, new_id: str, rew
         result.rewritten.append(label)
 
 
-def _point_at(caller: Caller, referrer: Workflow, old_id: str, new_id: str) -> None:
+def _point_at(caller: Caller, scope: Scope, referrer: Workflow, old_id: str, new_id: str) -> None:
     text, changed = yamltext.yaml_rewrite_subworkflow(referrer.yaml_text, old_id, new_id)
     if not changed:
         return
@@ -283,6 +302,7 @@ def _point_at(caller: Caller, referrer: Workflow, old_id: str, new_id: str) -> N
     _fill(locked, text, definition_parse(text)[1])
     locked.save()
     _revision(caller=caller, workflow=locked, action=WorkflowRevision.Action.REFERENCE)
+    repofiles.write_on_commit(scope, locked)
 
 
 @transaction.atomic

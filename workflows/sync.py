@@ -8,21 +8,25 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.caller import Caller
 from accounts.errors import DomainError, InvalidInput, NotFound
 from accounts.models import User
+from workflows import repofiles
 from workflows.errors import DefinitionInvalid
 from workflows.models import Project, Workflow, WorkflowRevision
 from workflows.scoping import Scope
 from workflows.selectors import GLOBAL, REPO, definition_parse
-from workflows.services import Asset, workflow_save
+from workflows.services import Asset, workflow_forget, workflow_save
 
-SUFFIXES = (".yaml", ".yml")
+SUFFIXES = repofiles.SUFFIXES
+FILE_GRACE = timedelta(seconds=10)
 
 
 @dataclass
@@ -131,21 +135,6 @@ def _same_bundle(workflow: Workflow, assets: list[Asset] | None) -> bool:
     return stored == {(a.path, a.content, a.executable) for a in assets}
 
 
-def _file_differs(path: Path, content: str, executable: bool) -> bool:
-    try:
-        return path.read_text(encoding="utf-8") != content or os.access(path, os.X_OK) != executable
-    except (OSError, UnicodeDecodeError):
-        return True  # missing, unreadable or not text: written over
-
-
-def _file_write(path: Path, content: str, executable: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, encoding="utf-8")
-    mode = path.stat().st_mode
-    path.chmod(mode | 0o111 if executable else mode & ~0o111)
-
-
-
 @dataclass
 class PullReport:
     store: str
@@ -153,6 +142,9 @@ class PullReport:
     outcomes: dict[str, str] = field(default_factory=dict)
     files: dict[str, Incoming] = field(default_factory=dict)
     only_in_store: list[str] = field(default_factory=list)
+    # False when nothing stayed written (a dry run, or an invalid file): created and updated then
+    # say what the pull would have done.
+    written: bool = True
 
     @property
     def invalid(self) -> int:
@@ -189,7 +181,45 @@ def workflows_pull(*, caller: Caller, owner: User, project_id: str | None, direc
     if report.invalid or dry_run:
         # Every workflow saved before the invalid one goes too (a created project as well).
         transaction.set_rollback(True)
+        report.written = False
     return report
+
+
+def repo_folder_read(*, caller: Caller, scope: Scope) -> None:
+    """Bring the index of a project's repo workflows to what its workflow folder holds, where this
+    server sees the repository: changed and new files are read in (referenced ones first), and a
+    workflow whose file is gone leaves the index. A file that does not validate is left out, and the
+    index keeps what it had for it. A project whose workflows predate its folder gets the folder
+    written first, so the repository holds every one of them from then on."""
+    folder = repofiles.folder_of(scope)
+    if folder is None:
+        return
+    # The index is written without the scope's root: what comes from the folder is not written back.
+    index = Scope(owner=scope.owner, project=scope.project)
+    stored = {wf.workflow_id: wf for wf in Workflow.objects.filter(owner=scope.owner, project=scope.project)
+              .prefetch_related("assets")}
+    if not folder.is_dir():
+        for workflow in stored.values():
+            _push_one(folder, workflow, dry_run=False)
+        return
+    items = read_folder(folder)
+    for item in import_order(items):
+        existing = stored.get(item.workflow_id)
+        if item.errors or (existing is not None and existing.yaml_text == item.text
+                           and _same_bundle(existing, item.assets)):
+            continue
+        try:
+            with transaction.atomic():
+                workflow_save(caller=caller, scope=index, workflow_id=item.workflow_id, source=REPO,
+                              config=item.text, overwrite=True, assets=item.assets,
+                              action=WorkflowRevision.Action.IMPORT)
+        except DomainError:
+            continue
+    # A write that just committed writes its file right after: a row that new is not taken for gone.
+    settled = timezone.now() - FILE_GRACE
+    for workflow_id in sorted(stored.keys() - items.keys()):
+        if stored[workflow_id].modified < settled:
+            workflow_forget(caller=caller, workflow=stored[workflow_id])
 
 
 def _pull_one(caller: Caller, scope: Scope, item: Incoming, existing: Workflow | None) -> str:
@@ -229,19 +259,13 @@ def workflows_push(*, owner: User, project_id: str | None, directory: Path, dry_
 
 def _push_one(directory: Path, workflow: Workflow, *, dry_run: bool) -> tuple[str, str]:
     """Write the workflow's file and bundled files where they differ: (written, unchanged or skipped;
-    why it was skipped)."""
-    yml = directory / f"{workflow.workflow_id}.yml"
-    # A folder that spells it .yml keeps that file, rather than gaining a second one pull would refuse.
-    target = yml if yml.is_file() and not (directory / f"{workflow.workflow_id}.yaml").exists() else \
-        directory / f"{workflow.workflow_id}.yaml"
-    files = [(target, workflow.yaml_text, False)]
-    for asset in workflow.assets.all():
-        relative = PurePosixPath(asset.path)
-        if relative.is_absolute() or ".." in relative.parts:
-            return "skipped", f"  (its bundled file {asset.path!r} would land outside {workflow.workflow_id}/)"
-        files.append((directory / workflow.workflow_id / relative, asset.content, asset.executable))
-    changed = [f for f in files if _file_differs(*f)]
+    why it was skipped). A folder that spells the file .yml keeps it, rather than gaining a second
+    one pull would refuse."""
+    files = repofiles.workflow_files(directory, workflow)
+    if files is None:
+        return "skipped", f"  (a bundled file would land outside {workflow.workflow_id}/)"
+    changed = [f for f in files if repofiles.file_differs(*f)]
     if not dry_run:
         for path, content, executable in changed:
-            _file_write(path, content, executable)
+            repofiles.file_write(path, content, executable)
     return ("written" if changed else "unchanged"), ""

@@ -1,6 +1,8 @@
 """A real Atrium server (gunicorn, as `make run` starts it) in a subprocess, sharing the test database."""
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -65,6 +67,9 @@ def serve(tmp_path: Path, *, ready: tuple[int, ...] = (200,), **env: str) -> Ite
         process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "config.wsgi"],
             cwd=BASE_DIR, env=child_env(PORT=str(port), ATRIUM_PUBLIC_URL=url, **env), stdout=out, stderr=out,
+            # Its own process group: a worker stuck in a request must not outlive the test (and, on
+            # SQLite, hold the database's lock through the test's teardown).
+            start_new_session=True,
         )
     try:
         deadline = time.monotonic() + 60
@@ -84,6 +89,10 @@ def serve(tmp_path: Path, *, ready: tuple[int, ...] = (200,), **env: str) -> Ite
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()
+        # The arbiter is gone; any worker it could not stop goes with its group.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 # The servers run tasks (script nodes) in-process; tests/live/test_run_worker.py drives a real worker.

@@ -88,7 +88,7 @@ def test_the_sdk_client_runs_every_workflow_tool_on_a_local_server(live_atrium_l
         schema = await r.ok("get_workflow_schema", **here)
         assert schema["models"]["default"] in schema["models"]["available"]
         assert await r.ok("create_workflow", id="child", config=flow(), **here) == {
-            "id": "child", "source": "repo", "path": "github.com/acme/shop/.atrium/workflows/child.yaml"}
+            "id": "child", "source": "repo", "path": str(repo / ".atrium" / "workflows" / "child.yaml")}
         await r.ok("create_workflow", id="child", config=flow(name="Global child"), source="global", **here)
         await r.ok("create_workflow", id="parent", config=flow(child="child"), **here)
         listed = await r.ok("list_workflows", **here)

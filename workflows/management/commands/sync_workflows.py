@@ -54,16 +54,19 @@ class Command(BaseCommand):
     def _pull(self, directory: Path, owner: User, project_id: str | None, *, dry_run: bool) -> None:
         report = workflows_pull(caller=Caller.trusted(owner, via=AuditEvent.Via.COMMAND), owner=owner,
                                 project_id=project_id, directory=directory, dry_run=dry_run)
+        # A pull that kept nothing (a dry run, or one with an invalid file) says what it would have done.
+        would = {} if report.written else {"created": "would be created", "updated": "would be updated"}
         for workflow_id in sorted(report.outcomes):
-            self._line(report.outcomes[workflow_id], workflow_id)
+            self._line(would.get(report.outcomes[workflow_id], report.outcomes[workflow_id]), workflow_id)
             for error in report.files[workflow_id].errors:
                 self.stdout.write(f"    {report.files[workflow_id].filename}: {error}")
         for workflow_id in report.only_in_store:
             self._line("only in the store", workflow_id)
-        counts = Counter(report.outcomes.values())
+        counts = Counter(would.get(outcome, outcome) for outcome in report.outcomes.values())
         counts["only in the store"] = len(report.only_in_store)
+        kept = ("would be created", "would be updated") if would else ("created", "updated")
         self._summary(f"Pulled {directory} into {report.store}", counts,
-                      ("created", "updated", "unchanged", "invalid", "only in the store"), dry_run)
+                      (*kept, "unchanged", "invalid", "only in the store"), dry_run)
         if report.invalid:
             raise CommandError(f"{report.invalid} invalid file(s); nothing was written.")
 

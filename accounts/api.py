@@ -20,6 +20,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from accounts import selectors, services
 from accounts.authentication import caller_from_request
 from accounts.errors import DomainError, NotFound
+from accounts.models import PersonalToken
 from accounts.parsers import refuse_unsound_text
 from accounts.scopes import ALL_SCOPES
 
@@ -149,10 +150,10 @@ class TokenOutputSerializer(serializers.Serializer):
         return sorted(s.name for s in token.scopes.all())
 
 
-def _errors(**described: str) -> dict[int, OpenApiResponse]:
-    """A token endpoint's error answers (`s404="..."` for 404), and the one of authentication."""
-    return {**{int(status_code[1:]): OpenApiResponse(ApiErrorSerializer, description=text)
-               for status_code, text in described.items()}, 401: UNAUTHENTICATED}
+def _errors(described: dict[int, str] | None = None) -> dict[int, OpenApiResponse]:
+    """A token endpoint's error answers: its own ({status: meaning}), and that of authentication."""
+    return {**{code: OpenApiResponse(ApiErrorSerializer, description=text) for code, text in (described or {}).items()},
+            401: UNAUTHENTICATED}
 
 
 # The schema's enum is the catalogue (accounts.scopes); the server answers any other name with
@@ -162,7 +163,7 @@ class ScopeNameField(serializers.CharField):
     pass
 
 
-TOKEN_NOT_FOUND = _errors(s404="No token of yours with that id (code token_not_found)")
+TOKEN_NOT_FOUND = _errors({404: "No token of yours with that id (code token_not_found)"})
 
 
 class TokenListCreateView(APIView):
@@ -189,9 +190,9 @@ class TokenListCreateView(APIView):
         return Response(TokenOutputSerializer(tokens, many=True).data)
 
     @extend_schema(request={"application/json": InputSerializer},
-                   responses={201: CreatedSerializer, **_errors(
-                       s400="invalid_input (with fields), unknown_scope or expiry_in_past",
-                       s403="scope_escalation: a scope you do not hold")},
+                   responses={201: CreatedSerializer, **_errors({
+                       400: "invalid_input (with fields), unknown_scope or expiry_in_past",
+                       403: "scope_escalation: a scope you do not hold"})},
                    summary="Make a token")
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
@@ -205,7 +206,7 @@ TOKEN_ID_PARAM = OpenApiParameter("token_id", {"type": "string", "pattern": "^[0
                                   description="The token's id, as GET /api/tokens lists it")
 
 
-def _token(request: Request, token_id: str) -> Any:
+def _token(request: Request, token_id: str) -> PersonalToken:
     """The caller's token by the id in the URL; any id that is not one of theirs is 404 token_not_found."""
     caller = caller_from_request(request, via="api")
     # Digits only, and short enough for a database integer: anything else names no token.

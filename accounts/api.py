@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from django.db import InterfaceError, OperationalError
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.permissions import BasePermission, IsAuthenticated
@@ -18,8 +19,10 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from accounts import selectors, services
 from accounts.authentication import caller_from_request
-from accounts.errors import DomainError
+from accounts.errors import DomainError, NotFound
+from accounts.models import PersonalToken
 from accounts.parsers import refuse_unsound_text
+from accounts.scopes import ALL_SCOPES
 
 logger = logging.getLogger(__name__)
 
@@ -147,22 +150,50 @@ class TokenOutputSerializer(serializers.Serializer):
         return sorted(s.name for s in token.scopes.all())
 
 
+def _errors(described: dict[int, str] | None = None) -> dict[int, OpenApiResponse]:
+    """A token endpoint's error answers: its own ({status: meaning}), and that of authentication."""
+    return {**{code: OpenApiResponse(ApiErrorSerializer, description=text) for code, text in (described or {}).items()},
+            401: UNAUTHENTICATED}
+
+
+# The schema's enum is the catalogue (accounts.scopes); the server answers any other name with
+# unknown_scope, and trims the names it is sent.
+@extend_schema_field({"type": "string", "enum": sorted(ALL_SCOPES)})
+class ScopeNameField(serializers.CharField):
+    pass
+
+
+TOKEN_NOT_FOUND = _errors({404: "No token of yours with that id (code token_not_found)"})
+
+
 class TokenListCreateView(APIView):
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "TokenCreateInput"
+
         label = serializers.CharField(max_length=100)
-        scopes = serializers.ListField(child=serializers.CharField(), required=False,
+        scopes = serializers.ListField(child=ScopeNameField(), required=False,
                                        help_text="Scope names; omitted, every scope you hold.")
-        expires_at = serializers.DateTimeField(required=False, allow_null=True)
+        expires_at = serializers.DateTimeField(required=False, allow_null=True,
+                                               help_text="In the future (else expiry_in_past); omitted or null, "
+                                                         "never")
 
     class CreatedSerializer(TokenOutputSerializer):
+        class Meta:
+            ref_name = "TokenCreated"
+
         token = serializers.CharField(help_text="The raw token. It is shown this once and never again.")
 
-    @extend_schema(responses=TokenOutputSerializer(many=True), summary="List your active tokens")
+    @extend_schema(responses={200: TokenOutputSerializer(many=True), **_errors()}, summary="List your active tokens")
     def get(self, request: Request) -> Response:
         tokens = selectors.token_list(caller=caller_from_request(request, via="api"))
         return Response(TokenOutputSerializer(tokens, many=True).data)
 
-    @extend_schema(request=InputSerializer, responses={201: CreatedSerializer}, summary="Make a token")
+    @extend_schema(request={"application/json": InputSerializer},
+                   responses={201: CreatedSerializer, **_errors({
+                       400: "invalid_input (with fields), unknown_scope or expiry_in_past",
+                       403: "scope_escalation: a scope you do not hold"})},
+                   summary="Make a token")
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -171,16 +202,29 @@ class TokenListCreateView(APIView):
         return Response({**TokenOutputSerializer(token).data, "token": raw}, status=status.HTTP_201_CREATED)
 
 
-class TokenDetailView(APIView):
-    @extend_schema(responses=TokenOutputSerializer, summary="One of your tokens")
-    def get(self, request: Request, token_id: int) -> Response:
-        token = selectors.token_get(caller=caller_from_request(request, via="api"), token_id=token_id)
-        return Response(TokenOutputSerializer(token).data)
+TOKEN_ID_PARAM = OpenApiParameter("token_id", {"type": "string", "pattern": "^[0-9]{1,18}$"}, OpenApiParameter.PATH,
+                                  description="The token's id, as GET /api/tokens lists it")
 
-    @extend_schema(responses={204: None}, summary="Revoke one of your tokens")
-    def delete(self, request: Request, token_id: int) -> Response:
-        caller = caller_from_request(request, via="api")
-        services.token_revoke(caller=caller, token=selectors.token_get(caller=caller, token_id=token_id))
+
+def _token(request: Request, token_id: str) -> PersonalToken:
+    """The caller's token by the id in the URL; any id that is not one of theirs is 404 token_not_found."""
+    caller = caller_from_request(request, via="api")
+    # Digits only, and short enough for a database integer: anything else names no token.
+    if not re.fullmatch(r"[0-9]{1,18}", token_id):
+        raise NotFound(f"You have no token with id {token_id[:40]!r}.", code="token_not_found")
+    return selectors.token_get(caller=caller, token_id=int(token_id))
+
+
+class TokenDetailView(APIView):
+    @extend_schema(parameters=[TOKEN_ID_PARAM], responses={200: TokenOutputSerializer, **TOKEN_NOT_FOUND},
+                   summary="One of your tokens")
+    def get(self, request: Request, token_id: str) -> Response:
+        return Response(TokenOutputSerializer(_token(request, token_id)).data)
+
+    @extend_schema(parameters=[TOKEN_ID_PARAM], responses={204: None, **TOKEN_NOT_FOUND},
+                   summary="Revoke one of your tokens")
+    def delete(self, request: Request, token_id: str) -> Response:
+        services.token_revoke(caller=caller_from_request(request, via="api"), token=_token(request, token_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -105,6 +105,9 @@ class McpEndpoint(MCPServerStreamableHttpView):
     # The body is checked in dispatch, so DRF's own parser only ever sees bounded JSON; tool
     # arguments are checked in accounts.mcp_registry, where each product's error shape is known.
     parser_classes = [JSONParser]
+    # The MCP endpoint speaks JSON-RPC (docs/connecting-clients.md), not REST: it has no place in the
+    # OpenAPI schema, where the schema generator would guess it an operation per method.
+    schema = None
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         origin = request.headers.get("Origin")

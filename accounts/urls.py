@@ -5,6 +5,6 @@ from accounts import api
 urlpatterns = [
     path("me", api.MeView.as_view(), name="api-me"),
     path("tokens", api.TokenListCreateView.as_view(), name="api-tokens"),
-    path("tokens/<int:token_id>", api.TokenDetailView.as_view(), name="api-token"),
+    path("tokens/<str:token_id>", api.TokenDetailView.as_view(), name="api-token"),
     path("scopes", api.ScopeListView.as_view(), name="api-scopes"),
 ]

@@ -7,8 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpResponse
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -21,21 +28,34 @@ from accounts.errors import InvalidInput, NotFound
 from accounts.versions import etag, if_match
 from elements import selectors, services, templating
 from elements.fields import TYPE_FIELDS
+from elements.gatekeeper import EXTERNAL_KEYS, POLICY_LISTS
 from elements.models import Element, MemoryEntry
 from elements.packages import element_data, element_package, entry_data, package_load
 from elements.portfolio import yaml_dump
 from elements.selectors import GROUP_BY_FIELDS, SORT_FIELDS, ListQuery, page_window, pagination
 from elements.types import (
     DEFAULT_PAGE_SIZE,
+    MAX_CONTENT_LENGTH,
+    MAX_DESCRIPTION_LENGTH,
     MAX_OFFSET,
     MAX_PAGE,
     MAX_PAGE_SIZE,
-    MAX_SEARCH_QUERY,
+    MAX_TAG_LENGTH,
+    MAX_TAGS,
+    MAX_TRIGGER_LENGTH,
+    MAX_TRIGGERS,
     ElementType,
     element_type_parse,
 )
+from elements.validation import CATEGORY_PATTERN, MAX_VERSION_LENGTH, TRIGGER_PATTERN, VERSION_PATTERN
 
 READ, WRITE, DELETE = "elements:read", "elements:write", "elements:delete"
+# A query string must fit in one request line (config/gunicorn.conf.py: limit_request_line, 8190
+# bytes), and a character outside the BMP takes 12 bytes percent-encoded: these bounds keep every
+# listing or search the schema allows within it (a longer value is refused 400 invalid_input).
+MAX_QUERY_TEXT = 200
+MAX_FILTER_TEXT = 60
+MAX_QUERY_TAGS = 3
 
 
 # --- scopes --------------------------------------------------------------------------------
@@ -98,6 +118,27 @@ def _text(**kwargs: Any) -> serializers.CharField:
     return serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, **kwargs)
 
 
+TYPE_FIELDS_TEXT = "; ".join(f"{kind.plural}: {', '.join(fields)}" for kind, fields in TYPE_FIELDS.items() if fields)
+
+
+_TYPE_NAMES = [t.value for t in ElementType] + [t.plural for t in ElementType]
+_PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": "^[^\\x00]*$"}}
+
+
+# What elements.gatekeeper.clean_policy takes (anything else is invalid_gatekeeper).
+@extend_schema_field({"type": "object", "additionalProperties": False, "properties": {
+    **{key: _PATTERNS for key in POLICY_LISTS},
+    "scopeRestrictions": {"type": "object", "additionalProperties": False, "properties": {
+        key: {"type": "array", "items": {"type": "string", "enum": _TYPE_NAMES}}
+        for key in ("allowedTypes", "blockedTypes")}},
+    "externalRestrictions": {"type": "object", "additionalProperties": False, "properties": {
+        key: {"type": "string", "pattern": "^[^\\x00]*$"} if key == "description" else _PATTERNS
+        for key in sorted(EXTERNAL_KEYS)}},
+}})
+class GatekeeperField(serializers.DictField):
+    """An element's gatekeeper policy."""
+
+
 class ElementFieldsSerializer(serializers.Serializer):
     """The shared fields a client sends to create or edit an element. Type-specific fields (template
     variables, agent goal, ensemble elements...) go top-level or under metadata."""
@@ -110,9 +151,55 @@ class ElementFieldsSerializer(serializers.Serializer):
     category = _text()
     author = _text()
     version = serializers.CharField(required=False)
-    gatekeeper = serializers.DictField(required=False, allow_null=True,
-                                       help_text="Policy: {allow?, confirm?, deny?, scopeRestrictions?}")
-    metadata = serializers.DictField(required=False, help_text="Type-specific and free-form fields")
+    gatekeeper = GatekeeperField(required=False, allow_null=True,
+                                 help_text="Policy: {allow?, confirm?, deny?, scopeRestrictions?, "
+                                           "externalRestrictions?}")
+    metadata = serializers.DictField(required=False, help_text="Type-specific and free-form fields. "
+                                     f"The type-specific ones: {TYPE_FIELDS_TEXT}")
+
+
+# What elements.validation refuses in the shared fields, as the schema says it (without the
+# surrounding whitespace the server would trim).
+REQUEST_FIELD_RULES: dict[str, dict[str, Any]] = {
+    "description": {"maxLength": MAX_DESCRIPTION_LENGTH},
+    "instructions": {"maxLength": MAX_CONTENT_LENGTH},
+    "content": {"maxLength": MAX_CONTENT_LENGTH},
+    "category": {"pattern": f"^({CATEGORY_PATTERN})?$"},
+    "version": {"pattern": f"^{VERSION_PATTERN}$", "maxLength": MAX_VERSION_LENGTH},
+    "tags": {"maxItems": MAX_TAGS},
+    "triggers": {"maxItems": MAX_TRIGGERS},
+}
+REQUEST_ITEM_RULES: dict[str, dict[str, Any]] = {
+    "tags": {"maxLength": MAX_TAG_LENGTH},
+    "triggers": {"pattern": f"^{TRIGGER_PATTERN}$", "maxLength": MAX_TRIGGER_LENGTH},
+}
+
+
+class ElementFieldsExtension(OpenApiSerializerExtension):
+    """Any other field is refused (unknown_field). One operation serves every element type, and
+    OpenAPI cannot make a body depend on a path parameter, so the schema documents the fields every
+    type takes; a type's own fields go under metadata, where every type takes them (the server also
+    takes them top-level for their own type, as the description says). An edit must change something."""
+
+    target_class = ElementFieldsSerializer
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        if direction != "request":
+            return schema
+        properties = {name: {**rule, **REQUEST_FIELD_RULES.get(name, {})} for name, rule in
+                      schema.get("properties", {}).items()}
+        for name in ("tags", "triggers"):
+            if name in properties:
+                properties[name] = {**properties[name], "items": {**properties[name]["items"],
+                                                                  **REQUEST_ITEM_RULES[name]}}
+        schema = {**schema, "properties": properties, "additionalProperties": False,
+                  "description": "The element's fields; any other is refused (unknown_field). Type-specific "
+                                 f"fields go under metadata, or top-level for their own type ({TYPE_FIELDS_TEXT})."}
+        if not schema.get("required"):
+            schema["minProperties"] = 1
+        return schema
 
 
 class EntryOutputSerializer(serializers.Serializer):
@@ -240,25 +327,20 @@ class ElementListCreateView(ElementsApiView):
         offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET)
         sortBy = serializers.ChoiceField(choices=list(SORT_FIELDS), required=False)
         sortOrder = serializers.ChoiceField(choices=["asc", "desc"], required=False)
-        nameContains = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
-        descriptionContains = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
-        tags = serializers.ListField(child=serializers.CharField(), required=False,
-                                     help_text="Repeatable: must have ALL of these tags")
-        tagsAny = serializers.ListField(child=serializers.CharField(), required=False,
-                                        help_text="Repeatable: must have ANY of these tags")
-        author = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
-        category = serializers.CharField(required=False, max_length=MAX_SEARCH_QUERY - 1)
+        nameContains = serializers.CharField(required=False, max_length=MAX_FILTER_TEXT)
+        descriptionContains = serializers.CharField(required=False, max_length=MAX_FILTER_TEXT)
+        tags = serializers.ListField(child=serializers.CharField(max_length=MAX_TAG_LENGTH), required=False,
+                                     max_length=MAX_QUERY_TAGS, help_text="Repeatable: must have ALL of these tags")
+        tagsAny = serializers.ListField(child=serializers.CharField(max_length=MAX_TAG_LENGTH), required=False,
+                                        max_length=MAX_QUERY_TAGS, help_text="Repeatable: must have ANY of these tags")
+        author = serializers.CharField(required=False, max_length=MAX_FILTER_TEXT)
+        category = serializers.CharField(required=False, max_length=MAX_FILTER_TEXT)
         createdAfter = serializers.DateTimeField(required=False)
         createdBefore = serializers.DateTimeField(required=False)
         aggregate = serializers.ChoiceField(choices=["count"], required=False,
                                             help_text="count: answer counts instead of items")
         group_by = serializers.ChoiceField(choices=list(GROUP_BY_FIELDS), required=False,
-                                           help_text="With aggregate=count: counts per value")
-
-        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-            if "group_by" in attrs and "aggregate" not in attrs:
-                raise serializers.ValidationError({"group_by": "group_by needs aggregate=count."})
-            return attrs
+                                           help_text="Counts per value (it implies aggregate=count)")
 
     class CountSerializer(serializers.Serializer):
         class Meta:
@@ -301,7 +383,7 @@ class ElementListCreateView(ElementsApiView):
         filters.is_valid(raise_exception=True)
         query = _list_query(kind, filters.validated_data)
         caller = caller_from_request(request, via="api")
-        if filters.validated_data.get("aggregate") == "count":
+        if filters.validated_data.get("aggregate") == "count" or "group_by" in filters.validated_data:
             return Response(selectors.element_aggregate(caller=caller, query=query,
                                                         group_by=filters.validated_data.get("group_by")))
         items, total = selectors.element_page(caller=caller, query=query)
@@ -379,7 +461,7 @@ class ElementSearchView(ElementsApiView):
         class Meta:
             ref_name = "ElementSearchFilter"
 
-        q = serializers.CharField(max_length=MAX_SEARCH_QUERY - 1, help_text="Words to find (all of them)")
+        q = serializers.CharField(max_length=MAX_QUERY_TEXT, help_text="Words to find (all of them)")
         type = serializers.CharField(required=False, help_text="Only this element type")
         page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=1)
         pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE,

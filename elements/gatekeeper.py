@@ -164,8 +164,8 @@ def policy_from(element_type: str, element_name: str, gatekeeper: dict | None) -
     )
 
 
-_POLICY_LISTS = ("allow", "confirm", "deny")
-_EXTERNAL_KEYS = {"description", "allowPatterns", "confirmPatterns", "denyPatterns"}
+POLICY_LISTS = ("allow", "confirm", "deny")
+EXTERNAL_KEYS = {"description", "allowPatterns", "confirmPatterns", "denyPatterns"}
 
 
 def clean_policy(value: object) -> dict | None:
@@ -175,12 +175,12 @@ def clean_policy(value: object) -> dict | None:
     if not isinstance(value, dict):
         raise InvalidInput("gatekeeper must be an object with allow, confirm, deny, scopeRestrictions "
                            "or externalRestrictions.", code="invalid_gatekeeper")
-    unknown = set(value) - {*_POLICY_LISTS, "scopeRestrictions", "externalRestrictions"}
+    unknown = set(value) - {*POLICY_LISTS, "scopeRestrictions", "externalRestrictions"}
     if unknown:
         raise InvalidInput(f"Unknown gatekeeper key(s): {', '.join(sorted(unknown))}. Allowed: allow, confirm, deny, "
                            "scopeRestrictions, externalRestrictions.", code="invalid_gatekeeper")
     cleaned: dict = {}
-    for key in _POLICY_LISTS:
+    for key in POLICY_LISTS:
         if key in value:
             patterns = value[key]
             if not isinstance(patterns, list) or not all(isinstance(p, str) and 0 < len(p) <= 100 for p in patterns):
@@ -199,7 +199,7 @@ def clean_policy(value: object) -> dict | None:
         }
     if "externalRestrictions" in value:
         external = value["externalRestrictions"]
-        if not isinstance(external, dict) or set(external) - _EXTERNAL_KEYS:
+        if not isinstance(external, dict) or set(external) - EXTERNAL_KEYS:
             raise InvalidInput("gatekeeper.externalRestrictions takes description, allowPatterns, confirmPatterns "
                                "and denyPatterns.", code="invalid_gatekeeper")
         cleaned["externalRestrictions"] = external

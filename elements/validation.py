@@ -111,13 +111,18 @@ def normalize_text(value: str) -> tuple[str, list[str]]:
 
 _NAME_ALLOWED = "Allowed: letters, digits, spaces, '-', '_' and '.'."
 _MIN_PERSONA_NAME = 2
-_CATEGORY = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,20}")
+# The patterns are also the OpenAPI schema's (elements.api), so they keep to what JSON Schema's
+# regular expressions read the same way.
+CATEGORY_PATTERN = r"[A-Za-z][A-Za-z0-9_-]{0,20}"
+TRIGGER_PATTERN = r"[A-Za-z0-9_@.-]+"
+VERSION_PATTERN = r"[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:-[0-9A-Za-z.-]+)?"
+MAX_VERSION_LENGTH = 50  # what the version column holds
+_CATEGORY = re.compile(CATEGORY_PATTERN)
 _CATEGORY_CHARS = frozenset(string.ascii_letters + string.digits + "-_")
-_TRIGGER = re.compile(r"[A-Za-z0-9_@.-]+")
+_TRIGGER = re.compile(TRIGGER_PATTERN)
 _TRIGGER_CHARS = frozenset(string.ascii_letters + string.digits + "-_@.")
 # [0-9] rather than \d, which would accept the digits of other scripts (Arabic-Indic, Devanagari...).
-_VERSION = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:-[0-9A-Za-z.-]+)?")
-_MAX_VERSION_LENGTH = 50  # what the version column holds
+_VERSION = re.compile(VERSION_PATTERN)
 _MAX_LISTED_CHARS = 10
 
 
@@ -268,10 +273,10 @@ def clean_version(value: object) -> str:
         raise InvalidInput(f"Version must be a string such as \"1.0.0\" (got {_type_name(value)}); "
                            "quote it in YAML.", code="invalid_version")
     text = value.strip()
-    if len(text) <= _MAX_VERSION_LENGTH and _VERSION.fullmatch(text):
+    if len(text) <= MAX_VERSION_LENGTH and _VERSION.fullmatch(text):
         return text
     raise InvalidInput(f"Invalid version {text[:60]!r}: use MAJOR.MINOR or MAJOR.MINOR.PATCH, optionally with a "
-                       f"pre-release suffix such as \"2.0.0-beta.1\" (at most {_MAX_VERSION_LENGTH} characters).",
+                       f"pre-release suffix such as \"2.0.0-beta.1\" (at most {MAX_VERSION_LENGTH} characters).",
                        code="invalid_version")
 
 

@@ -1,6 +1,7 @@
 """Runs through the REST API: /api/runs/... calls the same engine and selectors as the run tools, with
 the same scopes, shapes and codes; another user's or another project's run is 404 "Run not found."."""
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -114,6 +115,23 @@ def test_start_advance_resume_and_history_round_trip(alice, alice_api):
     run = Run.objects.get(pk=run_id)
     assert run.status == Run.Status.COMPLETED and run.owner == alice.user and run.kind == Run.Kind.REAL
     assert Turn.objects.filter(node_run__run=run).count() == 3
+
+
+@pytest.mark.parametrize(("cap", "stored"), [(0.5, Decimal("0.5")), (2, Decimal("2")), (1e-7, Decimal("0")),
+                                             (0.1234567, Decimal("0.123457")), ("3.25", Decimal("3.25"))])
+def test_a_spending_cap_is_any_number_kept_to_the_micro_dollar(alice_api, cap, stored):
+    run_id = start(alice_api, spending_cap_usd=cap)["runId"]
+
+    assert Run.objects.get(pk=run_id).spending_cap_usd == stored
+
+
+@pytest.mark.parametrize("cap", [-0.01, 1_000_000, "lots"])
+def test_a_spending_cap_out_of_range_is_refused_and_starts_nothing(alice_api, cap):
+    response = alice_api.post(RUNS, {"workflow_id": "review", **G, "spending_cap_usd": cap})
+
+    assert response.status_code == 400
+    assert list(response.json()["fields"]) == ["spending_cap_usd"]
+    assert not Run.objects.exists()
 
 
 def test_a_refused_answer_is_an_error_and_changes_nothing(alice_api):

@@ -94,6 +94,17 @@ def test_the_api_revokes_only_your_own_tokens(alice, charlie, client):
     assert alices.revoked_at is not None
 
 
+@pytest.mark.parametrize("token_id", ["abc", "1.5", "\u0661", "9" * 30])
+@pytest.mark.parametrize("method", ["get", "delete"])
+def test_an_id_that_is_not_a_token_number_is_a_json_404(alice, client, method, token_id):
+    response = getattr(client, method)(f"/api/tokens/{token_id}", **bearer(alice.token))
+
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["code"] == "token_not_found"
+    assert PersonalToken.objects.get(user=alice.user).revoked_at is None
+
+
 def test_the_api_lists_only_your_own_tokens(alice, charlie, client):
     labels = [t["id"] for t in client.get("/api/tokens", **bearer(charlie.token)).json()]
 

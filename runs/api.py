@@ -8,7 +8,6 @@ Every call names its scope as the tools do: `cwd` (a path inside a registered pr
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -39,9 +38,6 @@ from workflows.api import (
 )
 
 READ, EXECUTE = "runs:read", "runs:execute"
-# Run.spending_cap_usd holds 12 digits, 6 of them after the point.
-MAX_SPENDING_CAP_USD = 999_999
-
 RUN_PARAM = OpenApiParameter("run_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="The run's id (runId).")
 
 
@@ -163,10 +159,11 @@ class RunListStartView(RunsApiView):
                                                                   "the user's subscription")
         # A number, as start_workflow takes it (kept to the micro-dollar the run stores); at most
         # what the run's cap column holds.
-        spending_cap_usd = serializers.FloatField(min_value=0, max_value=MAX_SPENDING_CAP_USD, required=False,
+        spending_cap_usd = serializers.FloatField(min_value=0, max_value=engine.MAX_SPENDING_CAP_USD, required=False,
                                                   allow_null=True, help_text="Stop the run once its cost (in US "
                                                                              "dollars) exceeds this")
-        spending_cap_tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True,
+        spending_cap_tokens = serializers.IntegerField(min_value=0, max_value=engine.MAX_SPENDING_CAP_TOKENS,
+                                                       required=False, allow_null=True,
                                                        help_text="Stop the run once its input plus output tokens "
                                                                  "exceed this")
 
@@ -189,15 +186,11 @@ class RunListStartView(RunsApiView):
         run = engine.run_start(
             caller=caller, scope=scope_of(request, params),
             workflow_id=params["workflow_id"], source=source_of(params.get("source")), context=params.get("context"),
-            host=params.get("host"), caps=engine.Caps(usd=_usd(params.get("spending_cap_usd")),
-                                                      tokens=params.get("spending_cap_tokens")))
+            host=params.get("host"), caps=engine.caps_from(usd=params.get("spending_cap_usd"),
+                                                           tokens=params.get("spending_cap_tokens")))
         result = selectors.start_result(run)
         engine.steps_shown_record(caller=caller, result=result)
         return Response(result, status=status.HTTP_201_CREATED)
-
-
-def _usd(amount: float | None) -> Decimal | None:
-    return None if amount is None else Decimal(str(amount)).quantize(Decimal("0.000001"))
 
 
 # --- one run -------------------------------------------------------------------------------

@@ -103,6 +103,17 @@ class Caps:
     tokens: int | None = None
 
 
+# What a run's cap columns hold: numeric(12, 6) dollars and a bigint of tokens. A larger cap would
+# be refused by PostgreSQL mid-start, so adapters refuse it first.
+MAX_SPENDING_CAP_USD = 999_999
+MAX_SPENDING_CAP_TOKENS = 2**63 - 1
+
+
+def caps_from(*, usd: float | None, tokens: int | None) -> Caps:
+    """Caps as a caller gives them, the dollars kept to the micro-dollar the run stores."""
+    return Caps(usd=None if usd is None else Decimal(str(usd)).quantize(Decimal("0.000001")), tokens=tokens)
+
+
 def _context_check(definition: dict[str, Any], context: dict[str, Any]) -> None:
     schema = definition.get("context")
     if not schema:

@@ -5,7 +5,6 @@ Every tool takes the same `cwd` / `global` scope as the workflow tools; a run of
 from __future__ import annotations
 
 from datetime import datetime
-from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from mcp import types
@@ -69,10 +68,10 @@ class RunTools(Toolset):
         source: Source = None,
         host: Annotated[Literal["claude_code", "cowork", "desktop_chat"] | None, Field(
             description="Your surface: decides whether fan-out runs on the user's subscription.")] = None,
-        spending_cap_usd: Annotated[float | None, Field(ge=0, description="Stop the run once its cost exceeds "
-                                                                          "this.")] = None,
-        spending_cap_tokens: Annotated[int | None, Field(ge=0, description="Stop the run once its input plus "
-                                                                           "output tokens exceed this.")] = None,
+        spending_cap_usd: Annotated[float | None, Field(ge=0, le=engine.MAX_SPENDING_CAP_USD,
+                                                        description="Stop the run once its cost exceeds this.")] = None,
+        spending_cap_tokens: Annotated[int | None, Field(ge=0, le=engine.MAX_SPENDING_CAP_TOKENS, description=(
+            "Stop the run once its input plus output tokens exceed this."))] = None,
         cwd: Cwd = None, global_: Global = None,
     ) -> Any:
         """Start a workflow: script and condition nodes run at once, then the run pauses at the first AI or
@@ -81,8 +80,7 @@ class RunTools(Toolset):
         reference) names the step; pass it back as step_id when you answer. Answer ai_agent/ai_judge steps with
         advance_run; consensus, round_robin and map with their advance_* tool; human steps only with the user's
         choice via resume_run (never choose for them)."""
-        caps = engine.Caps(usd=Decimal(str(spending_cap_usd)) if spending_cap_usd is not None else None,
-                           tokens=spending_cap_tokens)
+        caps = engine.caps_from(usd=spending_cap_usd, tokens=spending_cap_tokens)
         run = engine.run_start(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=workflow_id,
                                source=source, context=context, host=host, caps=caps)
         result = selectors.start_result(run)

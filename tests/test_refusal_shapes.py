@@ -82,3 +82,15 @@ def test_a_writer_tool_keeps_is_error_with_its_code(mcp_client):
 
     assert result["isError"] is True
     assert payload(result)["code"] == "insufficient_scope"
+
+
+@pytest.mark.parametrize("caps", [{"spending_cap_usd": 1e7}, {"spending_cap_tokens": 2**63}])
+def test_a_cap_larger_than_a_run_can_hold_is_refused_before_anything_starts(mcp_client, caps):
+    client = mcp_client(make_member("runner"))
+    client.initialize()
+
+    result = client.call("start_workflow", {"workflow_id": "flow", "global": True, **caps})
+
+    assert result["isError"] is False
+    assert payload(result)["code"] == "invalid_arguments"
+    assert not Run.objects.exists()

@@ -6,8 +6,8 @@
   address, tool calls per token (accounts.ratelimit).
 - A browser Origin outside ATRIUM_ALLOWED_ORIGINS gets 403 (DNS-rebinding protection).
 - A body past ATRIUM_MAX_REQUEST_BYTES gets 413, and one that is not JSON, or is JSON nested
-  past accounts.input_bounds.MAX_JSON_DEPTH, gets the JSON-RPC parse error (-32700) with 400,
-  before anything walks it.
+  past accounts.input_bounds.MAX_MESSAGE_DEPTH, gets the JSON-RPC parse error (-32700) with 400,
+  before anything walks it. Arguments are bounded again, tighter, by the tool layer.
 - A database that is down (or a statement past the statement timeout) gets 503 with a JSON-RPC
   error, never an HTML page.
 - MCP sessions live in the database (accounts.McpSession), bound to their user, so any web
@@ -37,7 +37,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 
 from accounts.authentication import BearerAuthentication, caller_from_request, protected_resource_metadata_url
-from accounts.input_bounds import JsonRefused, json_parse
+from accounts.input_bounds import MAX_MESSAGE_DEPTH, JsonRefused, json_parse
 from accounts.mcp_registry import TOOLS, missing_scope, tool_call, tool_list
 from accounts.models import McpSession
 from accounts.ratelimit import tool_call_retry_after
@@ -144,7 +144,7 @@ class McpEndpoint(MCPServerStreamableHttpView):
             return jsonrpc_error(413, None, -32600, f"Request body too large: {length:,} bytes; the limit is "
                                  f"{limit:,}.")
         try:
-            json_parse(request.body)
+            json_parse(request.body, MAX_MESSAGE_DEPTH)
         except JsonRefused as exc:
             return jsonrpc_error(400, None, -32700, f"Parse error: {exc}")
         return None

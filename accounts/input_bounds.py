@@ -14,6 +14,10 @@ from typing import Any
 # Far past any real document (a workflow, an element, a tool call), and far short of Python's
 # recursion limit, which anything walking the value recursively would otherwise hit.
 MAX_JSON_DEPTH = 64
+# A JSON-RPC message wraps a tool's arguments a few levels deep (a batch, params, arguments): a
+# message is allowed those levels on top, so an argument nested too deeply reaches the tool layer,
+# which refuses it in the tool's own error shape, naming it.
+MAX_MESSAGE_DEPTH = MAX_JSON_DEPTH + 8
 # Every text argument that declares no limit of its own: a whole element import fits.
 MAX_TEXT_CHARS = 5_000_000
 
@@ -22,21 +26,22 @@ class JsonRefused(ValueError):
     """A body that is not JSON, or JSON nested past MAX_JSON_DEPTH."""
 
 
-def json_parse(body: bytes | str) -> Any:
-    """The JSON value of `body`, nested at most MAX_JSON_DEPTH deep."""
+def json_parse(body: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The JSON value of `body`, nested at most `max_depth` deep."""
     try:
         value = json.loads(body)
     except RecursionError as exc:
-        raise JsonRefused(f"JSON nested more than {MAX_JSON_DEPTH} levels deep.") from exc
+        raise JsonRefused(f"JSON nested more than {max_depth} levels deep.") from exc
     except ValueError as exc:  # also UnicodeDecodeError
         raise JsonRefused(f"Invalid JSON: {exc}.") from exc
-    if json_depth(value) > MAX_JSON_DEPTH:
-        raise JsonRefused(f"JSON nested more than {MAX_JSON_DEPTH} levels deep.")
+    if json_depth(value, max_depth) > max_depth:
+        raise JsonRefused(f"JSON nested more than {max_depth} levels deep.")
     return value
 
 
-def json_depth(value: Any) -> int:
-    """How deeply lists and objects nest in `value` (a scalar is 0), walked without recursion."""
+def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """How deeply lists and objects nest in `value` (a scalar is 0), walked without recursion and
+    given up on past `limit`."""
     deepest = 0
     stack = [(value, 1)]
     while stack:
@@ -45,7 +50,7 @@ def json_depth(value: Any) -> int:
         if children is None:
             continue
         deepest = max(deepest, depth)
-        if deepest > MAX_JSON_DEPTH:
+        if deepest > limit:
             return deepest
         stack.extend((child, depth + 1) for child in children)
     return deepest

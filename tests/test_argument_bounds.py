@@ -141,7 +141,7 @@ def raw_mcp(client: McpClient, body: str | bytes):
 
 @pytest.mark.parametrize("body", [
     deep_json(5_000),
-    '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": ' + deep_json(70) + "}}",
+    '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": ' + deep_json(100) + "}}",
     "{not json",
 ])
 def test_mcp_answers_a_json_rpc_parse_error_for_json_it_will_not_walk(alice, body):
@@ -180,3 +180,19 @@ def test_mcp_refuses_a_body_past_the_size_limit(alice, settings):
     assert response.status_code == 413
     assert response.json()["error"] == {"code": -32600, "message": f"Request body too large: {len(text):,} bytes; "
                                                                    "the limit is 10,000."}
+
+
+def test_an_argument_nested_past_the_bound_in_a_message_within_it_is_refused_by_the_tool_naming_it(alice):
+    roscoe = Roscoe(alice)
+    context: dict = {}
+    inner = context
+    for _ in range(66):  # the arguments' own depth passes 64; the message stays within its bound
+        inner["a"] = {}
+        inner = inner["a"]
+
+    is_error, error = roscoe.call("start_workflow", workflow_id="flow", context=context, **{"global": True})
+
+    assert is_error is False
+    assert error == {"error": "Invalid arguments for start_workflow: JSON nested more than 64 levels deep.",
+                     "code": "invalid_arguments"}
+    assert not Run.objects.exists()

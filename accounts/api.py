@@ -113,8 +113,19 @@ class ApiErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
 
 
-UNAUTHENTICATED = OpenApiResponse(ApiErrorSerializer, description="No token, or one that is invalid, expired or "
-                                                                  "revoked")
+# What authentication (401) and the scope check (403) answer, the same for every app's endpoints.
+AUTH_ERROR_MEANINGS = {401: "No token, or one that is invalid, expired or revoked",
+                       403: "The token lacks the scope this method needs (code insufficient_scope)"}
+UNAUTHENTICATED = OpenApiResponse(ApiErrorSerializer, description=AUTH_ERROR_MEANINGS[401])
+
+
+def error_responses(serializer: type[serializers.Serializer], *statuses: int, meanings: dict[int, str] | None = None,
+                    auth: tuple[int, ...] = (401, 403)) -> dict[int, OpenApiResponse]:
+    """The error answers an endpoint documents in OpenAPI: its own `statuses` (described by
+    `meanings`), then those of authentication and the scope check (`auth`: none for public
+    endpoints, 401 alone for those any valid token may call)."""
+    described = {**AUTH_ERROR_MEANINGS, **(meanings or {})}
+    return {code: OpenApiResponse(serializer, description=described.get(code, "")) for code in (*statuses, *auth)}
 
 
 class MeView(APIView):
@@ -152,8 +163,7 @@ class TokenOutputSerializer(serializers.Serializer):
 
 def _errors(described: dict[int, str] | None = None) -> dict[int, OpenApiResponse]:
     """A token endpoint's error answers: its own ({status: meaning}), and that of authentication."""
-    return {**{code: OpenApiResponse(ApiErrorSerializer, description=text) for code, text in (described or {}).items()},
-            401: UNAUTHENTICATED}
+    return error_responses(ApiErrorSerializer, *(described or {}), meanings=described, auth=(401,))
 
 
 # The schema's enum is the catalogue (accounts.scopes); the server answers any other name with

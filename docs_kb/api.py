@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.api import validated
+from accounts.api import error_responses, validated
 from docs_kb import selectors
 from docs_kb.models import DocPage
 
@@ -37,7 +37,7 @@ class ErrorSerializer(serializers.Serializer):
 
 
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorSerializer) for code in statuses}
+    return error_responses(ErrorSerializer, *statuses, auth=())  # the docs are public
 
 
 def _words(name: str, description: str) -> OpenApiParameter:

@@ -22,7 +22,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.api import ScopedApiView
+from accounts.api import ScopedApiView, error_responses
 from accounts.authentication import caller_from_request
 from accounts.errors import InvalidInput, NotFound
 from accounts.versions import etag, if_match
@@ -299,17 +299,13 @@ class ErrorSerializer(serializers.Serializer):
 
 
 ERROR_MEANINGS = {400: "The request was refused: its fields, or what they ask for",
-                  401: "No token, or one that is invalid, expired or revoked",
-                  403: "The token lacks the scope this method needs (code insufficient_scope)",
                   404: "No such element (or element type) of yours",
                   409: "An element with that name already exists",
                   412: "If-Match is stale: the element changed since (code version_conflict)"}
 
 
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    """The error answers an endpoint documents: its own, and those of authentication and scopes."""
-    return {code: OpenApiResponse(ErrorSerializer, description=ERROR_MEANINGS[code])
-            for code in (*statuses, 401, 403)}
+    return error_responses(ErrorSerializer, *statuses, meanings=ERROR_MEANINGS)
 
 
 # --- list and create -----------------------------------------------------------------------

@@ -22,12 +22,11 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.api import validated
+from accounts.api import error_responses, validated
 from accounts.authentication import caller_from_request
 from runs import engine, selectors, testing
 from runs.models import Run
 from workflows.api import (
-    AUTH_ERRORS,
     JSON,
     SCOPE_QUERY,
     ScopeParams,
@@ -57,9 +56,7 @@ class ErrorSerializer(serializers.Serializer):
 
 
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    """The error answers an endpoint documents: its own, and those of authentication and scopes."""
-    return {code: OpenApiResponse(ErrorSerializer, description=AUTH_ERRORS.get(code, ""))
-            for code in (*statuses, *AUTH_ERRORS)}
+    return error_responses(ErrorSerializer, *statuses)
 
 
 # The scope goes in one required query parameter (workflows.api.SCOPE_QUERY), not as two optional ones.
@@ -396,7 +393,7 @@ class RunTestView(RunsApiView):
                    400: OpenApiResponse(FailureSerializer, description="invalid_input or invalid_config"),
                    404: OpenApiResponse(FailureSerializer, description="workflow_not_found"),
                    422: OpenApiResponse(FailureSerializer, description="missing_mock, runner_error or timeout"),
-                   **{code: OpenApiResponse(ErrorSerializer, description=text) for code, text in AUTH_ERRORS.items()}},
+                   **error_responses(ErrorSerializer)},
         summary="Run a workflow end to end with mocked answers, then delete the test run",
         operation_id="run_test",
     )

@@ -24,7 +24,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.api import ScopedApiView
+from accounts.api import ScopedApiView, error_responses
 from accounts.authentication import caller_from_request
 from accounts.versions import etag, if_match, row_version
 from elements.api import IsoDateTimeField
@@ -237,14 +237,8 @@ class ErrorSerializer(serializers.Serializer):
     cwd = serializers.CharField(required=False)
 
 
-AUTH_ERRORS = {401: "No token, or one that is invalid, expired or revoked",
-               403: "The token lacks the scope this method needs (code insufficient_scope)"}
-
-
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    """The error answers an endpoint documents: its own, and those of authentication and scopes."""
-    return {code: OpenApiResponse(ErrorSerializer, description=AUTH_ERRORS.get(code, ""))
-            for code in (*statuses, *AUTH_ERRORS)}
+    return error_responses(ErrorSerializer, *statuses)
 
 
 class WrittenSerializer(serializers.Serializer):

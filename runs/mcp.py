@@ -91,9 +91,9 @@ class RunTools(Toolset):
           open_world=False)
     def get_run_status(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
         """The run's status and its pending step (with its stepId), as AdvanceResult. If the step is a human
-        node, show the
-        prompt and the valid transitions to the user as a numbered list and wait for their reply; do not call
-        resume_run on your own."""
+        node, show the prompt and the valid transitions to the user as a numbered list and wait for their reply;
+        do not call resume_run on your own. Nothing about the run changes; the server only notes which step this
+        session was shown, so that an answer sent without step_id applies to that step alone."""
         return self._shown(engine.run_get(scope=self._scope(cwd, global_), run_id=run_id, kind=None))
 
     @tool(name="advance_run", title="Answer an AI step", scope=EXECUTE, read_only=False, destructive=False,

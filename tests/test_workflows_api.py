@@ -287,11 +287,12 @@ def test_the_repo_source_without_a_project_is_no_repo_source(alice):
     assert (response.status_code, response.json()["code"]) == (400, "no_repo_source")
 
 
-def test_deleting_needs_confirm(alice):
+@pytest.mark.parametrize("confirm", ["", "&confirm=1", "&confirm=yes", "&confirm=True", "&confirm=false"])
+def test_deleting_needs_confirm_to_be_the_literal_true(alice, confirm):
     api = Api(alice)
     create(api, "review", REVIEW)
 
-    response = api.delete(f"{WORKFLOWS}review/", "global=true")
+    response = api.delete(f"{WORKFLOWS}review/", f"global=true{confirm}")
 
     assert (response.status_code, response.json()["code"]) == (400, "confirm_required")
     assert Workflow.objects.filter(workflow_id="review").exists()

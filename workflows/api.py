@@ -347,7 +347,9 @@ class WorkflowDetailView(WorkflowsApiView):
         class Meta:
             ref_name = "WorkflowDeleteParams"
 
-        confirm = serializers.BooleanField(required=False, default=False, help_text="Must be true.")
+        # Text, not a BooleanField: as with delete_workflow, only the literal `true` deletes ("1" or
+        # "yes" must not).
+        confirm = serializers.CharField(required=False, default="", allow_blank=True, help_text="Must be true.")
         force = serializers.BooleanField(required=False, default=False,
                                          help_text="Delete even when a subworkflow node references it.")
 
@@ -437,7 +439,7 @@ class WorkflowDetailView(WorkflowsApiView):
         scope = scope_of(request)
         workflow = services.workflow_delete(
             caller=caller_from_request(request, via="api"), scope=scope, workflow_id=workflow_id,
-            source=source_of(options.get("source")), confirm=options["confirm"], force=options["force"])
+            source=source_of(options.get("source")), confirm=options["confirm"] == "true", force=options["force"])
         return Response({"ok": True, "path": selectors.path_of(workflow, scope), "source": workflow.source})
 
 

@@ -484,3 +484,10 @@ def test_the_openapi_schema_lists_the_workflow_and_project_paths(db, client):
     assert {"201", "400", "409"} <= create_op["responses"].keys()
     assert {"delete", "get", "put"} <= schema["paths"]["/api/workflows/{workflow_id}/"].keys()
 
+
+
+def test_a_cwd_longer_than_a_path_can_be_is_refused_by_name(alice):
+    response = Api(alice).get(WORKFLOWS, {"cwd": "/" + "a" * 4100})
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_input" and "cwd" in response.json()["fields"]

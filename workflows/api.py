@@ -31,7 +31,7 @@ from elements.api import IsoDateTimeField
 from workflows import selectors, services
 from workflows.definition import AUTHORING, MAX_ID_LENGTH, executors, json_schema
 from workflows.models import Project, Workflow
-from workflows.scoping import Scope, scope_resolve
+from workflows.scoping import MAX_CWD_CHARS, Scope, scope_resolve
 
 READ, WRITE = "workflows:read", "workflows:write"
 SCOPE_KEYS = ("cwd", "global")
@@ -116,13 +116,14 @@ class WorkflowsApiView(ScopedApiView):
 ScopeParams = type("ScopeParams", (serializers.Serializer,), {
     "Meta": type("Meta", (), {"ref_name": "WorkflowScope"}),
     "cwd": serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                 max_length=MAX_CWD_CHARS,
                                  help_text="Absolute path of a directory inside one of your registered project "
                                            "roots. Pass this or global=true."),
     "global": serializers.BooleanField(required=False, allow_null=True,
                                        help_text="true: your global store instead of a project."),
 })
 
-CWD_SCHEMA = {"type": "string", "pattern": "^/[^\\x00]*$",
+CWD_SCHEMA = {"type": "string", "pattern": "^/[^\\x00]*$", "maxLength": MAX_CWD_CHARS,
               "description": "Absolute path of a directory inside one of your registered project roots."}
 GLOBAL_SCHEMA = {"type": "boolean", "enum": [True], "description": "Your global store instead of a project."}
 # Exactly one of the two: a request with neither (CWD_REQUIRED) or both (CWD_GLOBAL_CONFLICT) is refused.

@@ -12,12 +12,11 @@ from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, error_payload_result, tool
 from workflows import conversion, selectors, services
 from workflows.definition import AUTHORING, executors, json_schema
-from workflows.scoping import Scope, scope_resolve
+from workflows.scoping import MAX_CWD_CHARS, Scope, scope_resolve
 
-Cwd = Annotated[str | None, Field(max_length=4096, description="Absolute path of a directory inside the project "
-                                                              "this call is about (your working directory); "
-                                                              "resolved to the project's root. Pass this or "
-                                                              "global: true.")]
+Cwd = Annotated[str | None, Field(max_length=MAX_CWD_CHARS, description=(
+    "Absolute path of a directory inside the project this call is about (your working directory); resolved to "
+    "the project's root. Pass this or global: true."))]
 Global = Annotated[bool | None, Field(alias="global", description="true to use your global store instead of a "
                                                                   "project (no working directory).")]
 SourceName = Literal["global", "repo"]

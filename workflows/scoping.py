@@ -20,6 +20,9 @@ from accounts.models import User
 from workflows.models import Project, ProjectRoot
 from workflows.paths import ScopeError, cwd_normalize, server_path_resolve
 
+# The longest `cwd` a tool or endpoint takes: PATH_MAX on Linux, and short enough for a request line.
+MAX_CWD_CHARS = 4096
+
 
 @dataclass(frozen=True)
 class Scope:

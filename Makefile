@@ -24,7 +24,7 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	@mkdir -p var
-	SECRET_KEY=$${SECRET_KEY:-test-only-not-secret} $(BIN)/python -m pytest $(PYTEST_ARGS)
+	SECRET_KEY=$${SECRET_KEY:-test-only-not-secret} ATRIUM_VAULT_KEYS=$${ATRIUM_VAULT_KEYS:-dGVzdC1vbmx5LXZhdWx0LWtleS1ub3Qtc2VjcmV0ISE=} $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

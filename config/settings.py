@@ -90,6 +90,28 @@ ATRIUM_REGISTRATIONS_PER_HOUR = int(os.environ.get("ATRIUM_REGISTRATIONS_PER_HOU
 # Tool calls per token per minute; 0 turns the limit off.
 ATRIUM_TOOL_CALLS_PER_MINUTE = int(os.environ.get("ATRIUM_TOOL_CALLS_PER_MINUTE", "600"))
 
+# The vault's keys (Fernet, comma-separated; the first seals, all unseal). Without DEBUG a server
+# with none refuses to start: credentials would otherwise be sealed under a key derived from
+# SECRET_KEY, which rotating SECRET_KEY would silently lose. See docs/vault.md for rotation.
+ATRIUM_VAULT_KEYS = env_list("ATRIUM_VAULT_KEYS")
+if not ATRIUM_VAULT_KEYS:
+    if not DEBUG:
+        raise ImproperlyConfigured("ATRIUM_VAULT_KEYS must be set when DEBUG is off "
+                                   "(python -c 'from cryptography.fernet import Fernet; "
+                                   "print(Fernet.generate_key().decode())').")
+    import base64 as _base64
+    import hashlib as _hashlib
+
+    ATRIUM_VAULT_KEYS = [_base64.urlsafe_b64encode(_hashlib.sha256(f"vault:{SECRET_KEY}".encode()).digest()).decode()]
+# Hosts that http_tools and webhook_tools may send requests to (exact names, or *.example.com for
+# its subdomains). Empty: none, so a fresh server reaches nothing on anyone's behalf.
+ATRIUM_HTTP_ALLOWED_HOSTS = env_list("ATRIUM_HTTP_ALLOWED_HOSTS")
+ATRIUM_HTTP_TIMEOUT_SECONDS = float(os.environ.get("ATRIUM_HTTP_TIMEOUT_SECONDS", "20"))
+# capabilities_execute calls per user per minute; 0 turns the limit off.
+ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE = int(os.environ.get("ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE", "60"))
+# How long a connect URL from the vault stays usable.
+ATRIUM_VAULT_CONNECT_MINUTES = int(os.environ.get("ATRIUM_VAULT_CONNECT_MINUTES", "30"))
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -110,6 +132,7 @@ INSTALLED_APPS = [
     "workflows",
     "runs",
     "docs_kb",
+    "integrations",
 ]
 
 MIDDLEWARE = [

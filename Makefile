@@ -19,6 +19,7 @@ run: $(VENV)/.installed
 	@mkdir -p var staticfiles
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py migrate --no-input
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py import_docs
+	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py sync_catalogue
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py demo
 	DEBUG=$${DEBUG:-1} $(BIN)/gunicorn -c config/gunicorn.conf.py config.wsgi
 

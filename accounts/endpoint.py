@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from mcp import types
+from mcp.shared.exceptions import McpError
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 from mcp_server.views import MCPServerStreamableHttpView
 from pydantic import ValidationError
@@ -96,6 +97,16 @@ def too_many_tool_calls(message_id: Any, retry_after: int) -> JsonResponse:
     )
     response["Retry-After"] = str(retry_after)
     return response
+
+
+def elicitation_modes(capabilities: Any) -> str:
+    """The elicitation modes a client declared at initialize, as "form", "url" or "form,url"; an
+    empty `elicitation` object means form only (2025-11-25)."""
+    declared = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    if not isinstance(declared, dict):
+        return ""
+    modes = [mode for mode in ("form", "url") if isinstance(declared.get(mode), dict)]
+    return ",".join(modes or ["form"])
 
 
 class McpEndpoint(MCPServerStreamableHttpView):
@@ -224,7 +235,11 @@ class McpEndpoint(MCPServerStreamableHttpView):
         if isinstance(parsed, types.ListToolsRequest):
             result: types.Result = types.ListToolsResult(tools=tool_list(self.mcp_server, request.caller))
         elif isinstance(parsed, types.CallToolRequest):
-            result = tool_call(self.mcp_server, parsed.params.name, parsed.params.arguments or {}, request)
+            try:
+                result = tool_call(self.mcp_server, parsed.params.name, parsed.params.arguments or {}, request)
+            except McpError as exc:  # e.g. URL elicitation required: a JSON-RPC error, as the SDK sends it
+                return JsonResponse({"jsonrpc": "2.0", "id": message_id,
+                                     "error": exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)})
         else:
             result = types.EmptyResult()
         return JsonResponse({"jsonrpc": "2.0", "id": message_id,
@@ -241,4 +256,5 @@ class McpEndpoint(MCPServerStreamableHttpView):
         return mcp_session_open(
             caller=request.caller, transport=McpSession.Transport.HTTP, protocol_version=str(negotiated),
             client_name=str(client.get("name", "")), client_version=str(client.get("version", "")),
+            elicitation_modes=elicitation_modes(params.get("capabilities")),
         )

@@ -22,6 +22,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.core.serializers.json import DjangoJSONEncoder
 from mcp import types
+from mcp.shared.exceptions import McpError
 from mcp_server import MCPToolset
 from mcp_server.djangomcp import DjangoMCP, django_request_ctx
 from pydantic import ValidationError
@@ -37,7 +38,9 @@ logger = logging.getLogger(__name__)
 class ToolSpec:
     name: str
     title: str
-    scope: str | None
+    # The scope the tool needs, or several of which any one will do (a tool whose actions need
+    # different scopes, like vault, then checks the action's own scope itself).
+    scope: str | tuple[str, ...] | None
     annotations: types.ToolAnnotations
     description: str | None = None
 
@@ -84,7 +87,7 @@ def tool(
     *,
     name: str,
     title: str,
-    scope: str | None,
+    scope: str | tuple[str, ...] | None,
     read_only: bool,
     destructive: bool,
     idempotent: bool,
@@ -112,6 +115,8 @@ def tool(
         def run(self: Toolset, *args: Any, **kwargs: Any) -> types.CallToolResult:
             try:
                 result = fn(self, *args, **kwargs)
+            except McpError:
+                raise  # a protocol-level answer (URL elicitation required): the transport sends it as such
             except DomainError as exc:
                 return self._error_result(exc)
             except Exception:
@@ -217,12 +222,14 @@ def current_caller() -> Caller | None:
 
 
 def missing_scope(tool_name: str, caller: Caller | None) -> str | None:
-    """The scope `caller` lacks to use `tool_name`, or None if it may use it."""
+    """The scope `caller` lacks to use `tool_name` (the first of several that would do), or None if
+    it may use it."""
     spec = TOOLS[tool_name]
     if spec.scope is None:
         return None
-    if caller is None or spec.scope not in caller.scopes:
-        return spec.scope
+    accepted = (spec.scope,) if isinstance(spec.scope, str) else spec.scope
+    if caller is None or not caller.scopes.intersection(accepted):
+        return accepted[0]
     return None
 
 

@@ -70,6 +70,9 @@ class McpSession(models.Model):
     protocol_version = models.CharField(max_length=20, blank=True)
     client_name = models.CharField(max_length=200, blank=True)
     client_version = models.CharField(max_length=50, blank=True)
+    # The elicitation modes the client declared ("form", "url" or both), so a tool that needs a
+    # secret can send the user to a page by URL elicitation when the client supports it.
+    elicitation_modes = models.CharField(max_length=20, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
     closed_at = models.DateTimeField(null=True, blank=True)

@@ -133,3 +133,14 @@ def tool_call_retry_after(token: Any) -> int | None:
         return None
     count, retry_after = _count("toolcalls", f"{type(token).__name__}:{token.pk}", 60, increment=True)
     return retry_after if count > limit else None
+
+
+def capability_execution_retry_after(user_id: int) -> int | None:
+    """Count one capability execution by this user; seconds to wait if it is over
+    ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE. Per user, across all their tokens and adapters: each
+    execution reaches a third party (or the operator's mail server) in the user's name."""
+    limit = settings.ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE
+    if not limit:
+        return None
+    count, retry_after = _count("capexec", str(user_id), 60, increment=True)
+    return retry_after if count > limit else None

@@ -158,6 +158,7 @@ def mcp_session_open(
     protocol_version: str = "",
     client_name: str = "",
     client_version: str = "",
+    elicitation_modes: str = "",
 ) -> McpSession:
     return McpSession.objects.create(
         id=secrets.token_urlsafe(32),
@@ -167,6 +168,7 @@ def mcp_session_open(
         protocol_version=protocol_version[:20],
         client_name=client_name[:200],
         client_version=client_version[:50],
+        elicitation_modes=elicitation_modes[:20],
     )
 
 

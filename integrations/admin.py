@@ -1,0 +1,222 @@
+"""Curators' view of the catalogue: integrations (with an OpenAPI import and a write-only client
+secret), actions, shared skills, everyone's connections (their state, never a secret) and the record
+of executions. Writes go through the same services as the tools and the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+
+from accounts.admin import AuditedAdmin, admin_caller
+from accounts.errors import DomainError
+from integrations import search, services, vault
+from integrations.models import Action, Connection, Execution, Integration, Skill
+from integrations.openapi import integration_import
+
+MAX_UPLOAD_BYTES = 2 * 1024 * 1024
+
+
+class IntegrationForm(forms.ModelForm):
+    client_secret = forms.CharField(
+        required=False, strip=False, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="The OAuth client secret (oauth2 integrations). Stored sealed; leave empty to keep the current one.")
+
+    class Meta:
+        model = Integration
+        fields = ["name", "description", "category", "agent_instructions", "auth_scheme", "auth_config", "base_url",
+                  "connection_required", "first_party", "enabled"]
+
+
+class ImportForm(forms.Form):
+    document = forms.FileField(help_text="An OpenAPI 3.0 or 3.1 document, YAML or JSON.")
+    integration_id = forms.CharField(required=False, max_length=63,
+                                     help_text="The integration's id; by default the document's x-atrium-integration "
+                                               "id, or one made from its title.")
+    server_url = forms.URLField(required=False, help_text="Call this base URL instead of the document's server.")
+
+
+class ActionInline(admin.TabularInline):
+    model = Action
+    fields = ["name", "description", "executor"]
+    readonly_fields = ["name", "description", "executor"]
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Integration)
+class IntegrationAdmin(AuditedAdmin):
+    form = IntegrationForm
+    list_display = ["id", "name", "category", "kind", "auth_scheme", "first_party", "enabled", "action_count",
+                    "connection_count"]
+    list_filter = ["kind", "category", "auth_scheme", "first_party", "enabled"]
+    search_fields = ["id", "name", "description"]
+    readonly_fields = ["kind", "secret_state", "created_at", "updated_at"]
+    inlines = [ActionInline]
+    change_list_template = "integrations/admin/integration_changelist.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Integration]:
+        return super().get_queryset(request).annotate(n_actions=Count("actions", distinct=True),
+                                                      n_connections=Count("connections", distinct=True))
+
+    @admin.display(description="actions", ordering="n_actions")
+    def action_count(self, integration: Integration) -> int:
+        return integration.n_actions
+
+    @admin.display(description="connections", ordering="n_connections")
+    def connection_count(self, integration: Integration) -> int:
+        return integration.n_connections
+
+    @admin.display(description="OAuth client secret")
+    def secret_state(self, integration: Integration) -> str:
+        return "set (sealed)" if integration.sealed_client_secret else "not set"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # integrations come from code (sync_catalogue) or an OpenAPI import
+
+    def save_model(self, request: HttpRequest, obj: Integration, form: IntegrationForm, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if form.cleaned_data.get("client_secret"):
+            vault.integration_client_secret_set(integration=obj, secret=form.cleaned_data["client_secret"])
+        search.index_refresh(integrations=[obj])
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.import_view)
+        return [path("import/", view, name="integrations_integration_import"), *super().get_urls()]
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        """Upload an OpenAPI document: each operation becomes an action of one integration."""
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        form = ImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["document"]
+            if upload.size > MAX_UPLOAD_BYTES:
+                form.add_error("document", f"The document is larger than {MAX_UPLOAD_BYTES // 1024 // 1024} MB.")
+            else:
+                try:
+                    report = integration_import(document=upload.read(), source=f"upload {upload.name}",
+                                                integration_id=form.cleaned_data["integration_id"] or None,
+                                                server_url=form.cleaned_data["server_url"] or None)
+                except DomainError as exc:
+                    form.add_error(None, exc.message)
+                else:
+                    search.index_refresh(integrations=[report.integration])
+                    self._audit(request, "import", report.integration, f"from {upload.name}")
+                    self.message_user(request, f"Imported {report.integration.id}: {report}.", messages.SUCCESS)
+                    return HttpResponseRedirect(reverse("admin:integrations_integration_change",
+                                                        args=[report.integration.pk]))
+        return TemplateResponse(request, "integrations/admin/import.html", {
+            **self.admin_site.each_context(request), "opts": self.opts, "form": form,
+            "title": "Import an OpenAPI document",
+        })
+
+
+@admin.register(Action)
+class ActionAdmin(AuditedAdmin):
+    list_display = ["full_name", "integration", "executor"]
+    list_filter = ["integration", "executor"]
+    search_fields = ["name", "description", "integration__id"]
+    fields = ["integration", "name", "description", "input_schema", "output_schema", "executor", "config"]
+    readonly_fields = ["integration", "name", "input_schema", "output_schema", "executor", "config"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Action, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        search.index_refresh(integrations=[obj.integration])
+
+
+class SkillForm(forms.ModelForm):
+    class Meta:
+        model = Skill
+        fields = ["name", "description", "source_code", "input_schema", "output_schema", "integrations",
+                  "timeout_seconds"]
+        widgets = {"source_code": forms.Textarea(attrs={"rows": 24, "cols": 100, "class": "vLargeTextField",
+                                                        "style": "font-family: monospace"})}
+
+
+@admin.register(Skill)
+class SkillAdmin(admin.ModelAdmin):
+    """Shared skills are written here (a skill added in admin belongs to everyone); users' own skills
+    are shown for review."""
+
+    form = SkillForm
+    list_display = ["name", "owner", "timeout_seconds", "version", "updated_at"]
+    list_filter = [("owner", admin.EmptyFieldListFilter), "integrations"]
+    search_fields = ["name", "description", "owner__username"]
+    filter_horizontal = ["integrations"]
+
+    def save_model(self, request: HttpRequest, obj: Skill, form: SkillForm, change: bool) -> None:
+        caller = admin_caller(request)
+        data = {key: form.cleaned_data[key] for key in SkillForm.Meta.fields if key in form.cleaned_data}
+        data["integrations"] = [i.id for i in data.get("integrations", [])]
+        if change:
+            saved = services.skill_update(caller=caller, skill=Skill.objects.get(pk=obj.pk), changes=data)
+        else:
+            saved = services.skill_create(caller=caller, shared=True, **data)
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+
+    def save_related(self, request: HttpRequest, form: SkillForm, formsets: Any, change: bool) -> None:
+        pass  # the service has set the integrations
+
+    def delete_model(self, request: HttpRequest, obj: Skill) -> None:
+        services.skill_delete(caller=admin_caller(request), skill=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Skill]) -> None:
+        for skill in queryset:
+            services.skill_delete(caller=admin_caller(request), skill=skill)
+
+
+@admin.register(Connection)
+class ConnectionAdmin(admin.ModelAdmin):
+    """State only: which user connected what and when. The sealed credentials are never shown."""
+
+    list_display = ["user", "integration", "state", "connected_at", "last_used_at", "expires_at"]
+    list_filter = ["state", "integration"]
+    search_fields = ["user__username", "integration__id"]
+    fields = ["user", "integration", "state", "granted_scopes", "confirmed_usage", "connected_at", "last_used_at",
+              "expires_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Execution)
+class ExecutionAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "kind", "status", "error_code", "duration_ms", "via", "started_at"]
+    list_filter = ["status", "kind", "via", "integration"]
+    search_fields = ["name", "user__username", "error_code"]
+    date_hierarchy = "started_at"
+    list_select_related = ["user"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in Execution._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -2,9 +2,9 @@
 execution record. Thin over integrations.services, selectors, search and vault, guarded by the same
 scopes (skills are written with workflows:write, "workflows and skills"), refusing with `{error, code}`.
 
-capabilities/execute answers 200 with the action's output or the skill's {success, ...}; an
-action's own error is 502 with its payload, a missing connection 409 with missingIntegrations, a
-skill still running 202 with its executionId."""
+capabilities/execute answers 200 with the action's output or the skill's {success, ...} (also when
+an integration it needs is not connected: then with missingIntegrations); an action's own error is
+502 with its payload, a skill still running 202 with its executionId."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class ErrorSerializer(serializers.Serializer):
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
     return error_responses(ErrorSerializer, *statuses, meanings={
         400: "Invalid input (invalid_input with `fields` or `problems`)", 404: "No such capability or row",
-        409: "connection_required (with missingIntegrations)", 412: "version_conflict: changed since read",
+        412: "version_conflict: changed since read",
         429: "rate_limited (with retryAfter)", 502: "The action's own error payload"})
 
 
@@ -118,8 +118,8 @@ class ExecuteView(ScopedApiView):
         input = serializers.DictField(required=False, default=dict)
 
     @extend_schema(request={JSON: InputSerializer},
-                   responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT,
-                              502: OpenApiTypes.OBJECT, **_errors(400, 404, 429)},
+                   responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 502: OpenApiTypes.OBJECT,
+                              **_errors(400, 404, 429)},
                    summary="Execute an action or skill, as capabilities_execute", operation_id="capabilities_execute")
     def post(self, request: Request) -> Response:
         params = validated(self.InputSerializer, request.data)
@@ -128,8 +128,6 @@ class ExecuteView(ScopedApiView):
         payload = outcome.payload
         if not outcome.is_error:
             return Response(payload)
-        if isinstance(payload, dict) and payload.get("missingIntegrations"):
-            return Response(payload, status=status.HTTP_409_CONFLICT)
         if isinstance(payload, dict) and "executionId" in payload:
             return Response(payload, status=status.HTTP_202_ACCEPTED)
         if isinstance(payload, dict) and "success" in payload:

@@ -188,7 +188,6 @@ class Execution(models.Model):
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
-        REFUSED = "refused"  # not run: invalid input, missing connection, rate limit
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="capability_executions")
     name = models.CharField(max_length=200, db_index=True)

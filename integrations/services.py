@@ -4,7 +4,8 @@ capability_execute follows Aident's contract: a dotted name is an integration ac
 exists and only otherwise a skill of that full name; an action's own error is its answer and never
 falls back to a skill; a plain name is a skill. Input is checked against the capability's input
 schema before anything runs, a missing connection answers with how to connect instead of running,
-and every execution (or refusal) is recorded without its input values or any credential.
+and every execution is recorded without its input values or any credential. A refused call (bad
+input, unknown name, rate limit) records nothing: it changes nothing.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class RateLimited(DomainError):
 
 
 class NotConnected(DomainError):
-    """The capability needs integrations the caller has not connected: nothing ran."""
+    """The capability needs integrations the caller has not connected: nothing ran. Not an error to
+    the caller: the answer is how to connect them."""
 
     code = "connection_required"
 
@@ -243,22 +245,18 @@ def _not_connected(missing: list[dict[str, Any]]) -> NotConnected:
 def action_execute(*, caller: Caller, name: str, input: dict[str, Any], parent: Execution | None = None,
                    action: Action | None = None) -> Any:
     """Run one integration action as the caller and return its output. Raises ActionFailed (the
-    action's own error), InvalidInput, NotConnected or NotFound; each is recorded."""
-    started = time.monotonic()
+    action's own error, recorded), or before anything runs InvalidInput, NotConnected or NotFound
+    (not recorded: a refused call changes nothing)."""
     action = action or _action_named(name)
     if action is None:
         raise selectors.capability_not_found(caller=caller, name=name)
     integration = action.integration
+    _input_check(action.input_schema, input, action.full_name)
+    missing = _missing(caller, [integration])
+    if missing:
+        raise _not_connected(missing)
     record = {"caller": caller, "name": action.full_name, "kind": Execution.Kind.ACTION, "input": input,
-              "started": started, "integration": integration, "parent": parent}
-    try:
-        _input_check(action.input_schema, input, action.full_name)
-        missing = _missing(caller, [integration])
-        if missing:
-            raise _not_connected(missing)
-    except DomainError as exc:
-        _record(status=Execution.Status.REFUSED, error=exc, **record)
-        raise
+              "started": time.monotonic(), "integration": integration, "parent": parent}
     try:
         credentials = vault.connection_credentials(caller=caller, integration=integration) or {}
         output = EXECUTORS[action.executor](ActionCall(caller=caller, action=action, input=input,
@@ -285,19 +283,12 @@ def _rate_check(caller: Caller) -> None:
 
 def _skill_execute(*, caller: Caller, skill: Skill, input: dict[str, Any]) -> Outcome:
     started = time.monotonic()
-    record = {"caller": caller, "name": skill.name, "kind": Execution.Kind.SKILL, "input": input,
-              "started": started, "skill": skill}
-    try:
-        _input_check(skill.input_schema, input, skill.name)
-        missing = _missing(caller, list(skill.integrations.all()))
-        if missing:
-            raise _not_connected(missing)
-    except DomainError as exc:
-        _record(status=Execution.Status.REFUSED, error=exc, **record)
-        if isinstance(exc, NotConnected):
-            return Outcome({"success": False, "error": exc.message, "executionTimeMs": 0, **exc.extra},
-                           is_error=True)
-        raise
+    _input_check(skill.input_schema, input, skill.name)
+    missing = _missing(caller, list(skill.integrations.all()))
+    if missing:
+        exc = _not_connected(missing)
+        return Outcome({"success": False, "error": exc.message, "code": exc.code, "executionTimeMs": 0,
+                        **exc.extra})
     execution = Execution.objects.create(user=caller.user, name=skill.name, kind=Execution.Kind.SKILL, skill=skill,
                                          via=caller.via, credential=caller.credential[:200],
                                          input_keys=sorted(input)[:50])
@@ -326,6 +317,8 @@ def capability_execute(*, caller: Caller, name: str, input: dict[str, Any] | Non
                 return Outcome(action_execute(caller=caller, name=name, input=input, action=action))
             except ActionFailed as exc:
                 return Outcome(exc.payload(), is_error=True)
+            except NotConnected as exc:
+                return Outcome({"status": "connection_required", "message": exc.message, **exc.extra})
     skill = _skill_named(caller, name)
     if skill is None:
         raise selectors.capability_not_found(caller=caller, name=name)

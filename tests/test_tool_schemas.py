@@ -21,7 +21,8 @@ def test_every_registered_tool_is_declared_with_a_known_scope():
 
     assert registered == set(TOOLS)
     for spec in TOOLS.values():
-        assert spec.scope is None or spec.scope in ALL_SCOPES, spec
+        accepted = () if spec.scope is None else (spec.scope,) if isinstance(spec.scope, str) else spec.scope
+        assert set(accepted) <= ALL_SCOPES, spec
 
 
 def test_every_tool_sets_all_four_hints_and_a_title(listed_tools):

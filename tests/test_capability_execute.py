@@ -1,0 +1,188 @@
+"""capabilities_execute through /mcp: the action-first rule, the skill fallback and its
+no-fallback-on-error rule, input validation, missing connections, scopes, isolation, the rate limit
+and the execution record."""
+
+import json
+
+import pytest
+
+from integrations import search
+from integrations.executors import EXECUTORS, ActionCall, ActionFailed, executor
+from integrations.models import Action, Connection, Execution, Integration, Skill
+from tests.conftest import make_member
+
+CALLS: list[dict] = []
+
+
+def _echo(call: ActionCall) -> dict:
+    CALLS.append({"action": call.action.full_name, "input": call.input, "credentials": call.credentials})
+    return {"echo": call.input.get("text"), "token": bool(call.credentials.get("token"))}
+
+
+def _fail(call: ActionCall) -> dict:
+    CALLS.append({"action": call.action.full_name})
+    raise ActionFailed("The service said no.", code="http_error", status=403, details={"message": "Forbidden"})
+
+
+for _name, _fn in (("test.echo", _echo), ("test.fail", _fail)):
+    if _name not in EXECUTORS:
+        executor(_name)(_fn)
+
+TEXT_INPUT = {"type": "object", "required": ["text"], "additionalProperties": False,
+              "properties": {"text": {"type": "string", "maxLength": 20}}}
+SKILL_SOURCE = "def run(input, atrium):\n    return {'ran': 'skill', 'got': input}\n"
+
+
+@pytest.fixture(autouse=True)
+def _calls():
+    CALLS.clear()
+    yield
+    CALLS.clear()
+
+
+@pytest.fixture
+def catalogue(db):
+    open_tools = Integration.objects.create(id="open_tools", name="Open", connection_required=False)
+    keyed = Integration.objects.create(id="keyed_tools", name="Keyed", auth_scheme="bearer")
+    Action.objects.create(integration=open_tools, name="echo", executor="test.echo", input_schema=TEXT_INPUT)
+    Action.objects.create(integration=open_tools, name="fail", executor="test.fail")
+    Action.objects.create(integration=keyed, name="echo", executor="test.echo", input_schema=TEXT_INPUT)
+    # Skills of the same full names as actions: never run while the action exists.
+    Skill.objects.create(name="open_tools.echo", source_code=SKILL_SOURCE)
+    Skill.objects.create(name="open_tools.fail", source_code=SKILL_SOURCE)
+    Skill.objects.create(name="open_tools.only_skill", source_code=SKILL_SOURCE)
+    search.index_refresh(integrations=[open_tools, keyed], skills=Skill.objects.all())
+    return {"open": open_tools, "keyed": keyed}
+
+
+def connect(member, integration, token="tok-secret-1234"):
+    from integrations.crypto import seal
+
+    return Connection.objects.create(user=member.user, integration=integration,
+                                     sealed_credentials=seal({"token": token}))
+
+
+def execute(client, name, input=None):
+    result = client.call("capabilities_execute", {"name": name, **({"input": input} if input is not None else {})})
+    return result["isError"], json.loads(result["content"][0]["text"])
+
+
+@pytest.fixture
+def alice_mcp(alice, mcp_client):
+    client = mcp_client(alice)
+    client.initialize()
+    return client
+
+
+def test_a_dotted_name_runs_the_action_and_answers_its_output_directly(catalogue, alice, alice_mcp):
+    error, payload = execute(alice_mcp, "open_tools.echo", {"text": "hi"})
+    assert error is False
+    assert payload == {"echo": "hi", "token": False}  # no success/executionTimeMs wrapper
+    assert CALLS == [{"action": "open_tools.echo", "input": {"text": "hi"}, "credentials": {}}]
+    row = Execution.objects.get()
+    assert (row.kind, row.status, row.name, row.input_keys) == ("action", "succeeded", "open_tools.echo", ["text"])
+
+
+def test_an_action_error_is_its_payload_and_never_falls_back_to_the_skill(catalogue, alice_mcp):
+    error, payload = execute(alice_mcp, "open_tools.fail")
+    assert error is True
+    assert payload == {"error": "The service said no.", "code": "http_error", "status": 403,
+                       "details": {"message": "Forbidden"}}
+    assert [e.kind for e in Execution.objects.all()] == ["action"]
+    assert Execution.objects.get().status == "failed"
+
+
+def test_a_dotted_name_without_an_action_falls_back_to_the_skill_of_that_name(catalogue, alice_mcp):
+    error, payload = execute(alice_mcp, "open_tools.only_skill", {"x": 1})
+    assert error is False, payload
+    assert payload["success"] is True and payload["output"] == {"ran": "skill", "got": {"x": 1}}
+    assert isinstance(payload["executionTimeMs"], int)
+    assert Execution.objects.filter(kind="skill", status="succeeded").count() == 1
+
+
+def test_an_unknown_name_suggests_the_nearest(catalogue, alice_mcp):
+    error, payload = execute(alice_mcp, "open_tools.ech0")
+    assert error is True and payload["code"] == "capability_not_found"
+    assert "open_tools.echo" in payload["suggestions"]
+
+
+def test_input_is_checked_against_the_schema_before_anything_runs(catalogue, alice_mcp):
+    error, payload = execute(alice_mcp, "open_tools.echo", {"text": "x" * 21, "extra": 1})
+    assert error is True and payload["code"] == "invalid_input"
+    assert any("text" in p for p in payload["problems"]) and any("extra" in p for p in payload["problems"])
+    assert CALLS == [] and not Execution.objects.exists()
+
+
+def test_a_missing_connection_answers_how_to_connect_and_runs_nothing(catalogue, alice_mcp):
+    error, payload = execute(alice_mcp, "keyed_tools.echo", {"text": "hi"})
+    assert error is False and payload["status"] == "connection_required"
+    [missing] = payload["missingIntegrations"]
+    assert missing["integrationId"] == "keyed_tools" and missing["status"] == "pending"
+    assert "/vault/connect/" in missing["connectUrl"]
+    assert CALLS == []
+
+
+def test_connected_credentials_reach_the_executor_and_never_the_record(catalogue, alice, alice_mcp):
+    connect(alice, catalogue["keyed"])
+    error, payload = execute(alice_mcp, "keyed_tools.echo", {"text": "hi"})
+    assert (error, payload) == (False, {"echo": "hi", "token": True})
+    assert CALLS[0]["credentials"] == {"token": "tok-secret-1234"}
+    row = Execution.objects.values().get()
+    assert "tok-secret-1234" not in json.dumps(row, default=str) and "hi" not in json.dumps(row["input_keys"])
+
+
+def test_charlie_never_uses_alices_connection_or_skills(catalogue, alice, charlie, mcp_client):
+    connect(alice, catalogue["keyed"])
+    Skill.objects.create(owner=alice.user, name="alices_skill", source_code=SKILL_SOURCE)
+    client = mcp_client(charlie)
+    client.initialize()
+    error, payload = execute(client, "keyed_tools.echo", {"text": "hi"})
+    assert error is False and payload["status"] == "connection_required"
+    error, payload = execute(client, "alices_skill")
+    assert error is True and payload["code"] == "capability_not_found"
+    assert "alices_skill" not in payload["suggestions"]
+    assert CALLS == [] and not Execution.objects.filter(user=alice.user).exists()
+
+
+def test_it_needs_the_execute_scope(catalogue, mcp_client):
+    reader = make_member("reader", scopes=["capabilities:search", "capabilities:read"])
+    client = mcp_client(reader)
+    client.initialize()
+    assert "capabilities_execute" not in client.tool_names()
+    error, payload = execute(client, "open_tools.echo", {"text": "hi"})
+    assert error is True and payload["code"] == "insufficient_scope"
+    assert CALLS == []
+
+
+def test_executions_are_rate_limited_per_user(catalogue, alice_mcp, settings):
+    settings.ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE = 2
+    assert execute(alice_mcp, "open_tools.echo", {"text": "1"})[0] is False
+    assert execute(alice_mcp, "open_tools.echo", {"text": "2"})[0] is False
+    error, payload = execute(alice_mcp, "open_tools.echo", {"text": "3"})
+    assert error is True and payload["code"] == "rate_limited" and payload["retryAfter"] >= 1
+    assert len(CALLS) == 2
+
+
+def test_a_disabled_integration_cannot_be_executed(catalogue, alice_mcp):
+    Integration.objects.filter(id="open_tools").update(enabled=False)
+    Skill.objects.filter(name="open_tools.echo").delete()
+    error, payload = execute(alice_mcp, "open_tools.echo", {"text": "hi"})
+    assert error is True and payload["code"] == "capability_not_found"
+    assert CALLS == []
+
+
+def test_a_client_with_url_elicitation_is_sent_to_the_connect_page(catalogue, alice, mcp_client):
+    client = mcp_client(alice)
+    response = client.post("initialize", {"protocolVersion": "2025-11-25",
+                                          "capabilities": {"elicitation": {"form": {}, "url": {}}},
+                                          "clientInfo": {"name": "pytest", "version": "1"}})
+    client.session_id = response.headers["Mcp-Session-Id"]
+    answer = client.post("tools/call", {"name": "capabilities_execute",
+                                        "arguments": {"name": "keyed_tools.echo", "input": {"text": "hi"}}}).json()
+    assert answer["error"]["code"] == -32042
+    [elicitation] = answer["error"]["data"]["elicitations"]
+    assert elicitation["mode"] == "url" and "/vault/connect/" in elicitation["url"] and elicitation["elicitationId"]
+    assert CALLS == []
+    answer = client.post("tools/call", {"name": "vault", "arguments": {"action": "connect",
+                                                                       "integrationId": "keyed_tools"}}).json()
+    assert answer["error"]["code"] == -32042

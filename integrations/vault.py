@@ -143,8 +143,9 @@ def _credentials_checked(integration: Integration, credentials: dict[str, Any]) 
     for key, value in credentials.items():
         name = aliases.get(key, key)
         if name not in wanted:
-            raise InvalidInput(f"Unknown credential field '{str(key)[:40]}' for {integration.name}; it takes: "
-                               f"{accepted}.", code="invalid_credentials")
+            # Not named back: a secret typed where its field's name belongs would be echoed.
+            raise InvalidInput(f"Unknown credential field for {integration.name}; it takes: {accepted}.",
+                               code="invalid_credentials")
         if name in values:
             raise InvalidInput(f"Credential '{name}' is given twice; it takes: {accepted}.",
                                code="invalid_credentials")
@@ -394,7 +395,7 @@ def _token_request(integration: Integration, form: dict[str, str]) -> dict[str, 
     else:
         answer = dict(parse_qsl(response.text))
     if response.status_code >= 400 or not isinstance(answer, dict) or not answer.get("access_token"):
-        raise ProviderRefused(str(answer.get("error", "")) if isinstance(answer, dict) else "")
+        raise ProviderRefused(str(answer.get("error", ""))[:100] if isinstance(answer, dict) else "")
     return answer
 
 
@@ -533,6 +534,8 @@ def oauth_callback_complete(*, caller: Caller, state: str, code: str) -> Connect
     try:
         answer = _token_request(integration, {"grant_type": "authorization_code", "code": code,
                                               "redirect_uri": oauth_redirect_uri(), "code_verifier": verifier})
+    except ProviderUnavailable as exc:
+        raise ProviderUnavailable(f"{exc.message} This link is used up: ask your client for a new one.") from None
     except ProviderRefused as exc:
         raise OAuthFailed(f"{integration.name} refused to issue tokens ({exc or 'no reason given'}). Ask your "
                           "client for a new connect link and try again.", code="oauth_exchange_failed") from None

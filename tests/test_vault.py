@@ -172,14 +172,15 @@ def test_each_scheme_takes_its_own_fields(alice, catalogue, integration_id, cred
 
 
 @pytest.mark.parametrize(("integration_id", "credentials", "named"), [
-    ("weather_tools", {"key": SECRET}, ["'key'", "apiKey"]),
+    ("weather_tools", {"key": SECRET}, ["Unknown", "apiKey"]),
+    ("weather_tools", {SECRET: "x"}, ["Unknown", "apiKey"]),
     ("weather_tools", {}, ["Missing", "apiKey"]),
     ("weather_tools", {"apiKey": ""}, ["'apiKey'", "non-empty"]),
     ("weather_tools", {"apiKey": 42}, ["'apiKey'", "string"]),
     ("weather_tools", {"apiKey": "x" * 9000}, ["'apiKey'", "8,192"]),
     ("weather_tools", {"apiKey": "a\x00b"}, ["'apiKey'", "NUL"]),
     ("legacy_tools", {"username": "alice"}, ["password", "username"]),
-    ("tracker_tools", {"token": SECRET, "apiKey": SECRET}, ["'apiKey'", "token"]),
+    ("tracker_tools", {"token": SECRET, "apiKey": SECRET}, ["Unknown", "token"]),
     ("webhook_tools", {"secret": SECRET, "apiKey": SECRET}, ["twice", "secret"]),
 ])
 def test_credentials_that_do_not_fit_the_scheme_are_refused_naming_the_accepted_fields(alice, catalogue,

@@ -390,6 +390,22 @@ def test_a_provider_that_fails_on_its_side_leaves_the_connection_as_it_was(alice
     assert unavailable.value.code == "provider_unavailable" and "try again" in unavailable.value.message
     assert Connection.objects.get(user=alice.user).state == "connected"
 
+    provider.fail_with = None
+    assert vault.connection_credentials(caller=caller_of(alice), integration=github)["accessToken"] != "old-access"
+
+
+def test_a_provider_that_fails_during_the_exchange_stores_nothing_and_says_the_link_is_used_up(alice, github,
+                                                                                                 provider):
+    client = signed_in(alice)
+    location, _ = consent(client, alice)
+    back = provider_redirect(location)
+    provider.fail_with = 503
+
+    response = callback(client, back)
+
+    assert response.status_code == 502 and "ask your client for a new one" in response.content.decode()
+    assert not Connection.objects.exists()
+
 
 def test_reconnecting_an_expired_connection_makes_it_usable_again(alice, github, provider):
     provider.refuse_refresh = True

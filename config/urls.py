@@ -23,6 +23,7 @@ urlpatterns = [
     path("open/runs/", include("runs.urls")),
     path("runs/", include(run_alias_urlpatterns)),
     path("docs/", include("docs_kb.urls")),
+    path("vault/", include("integrations.urls")),
     path("accounts/", include("allauth.urls")),
     path("api/", include("accounts.urls")),
     path("api/elements/", include("elements.urls")),

@@ -274,3 +274,13 @@ def portfolio(mcp_client):
         return Portfolio(client)
 
     return connect
+
+
+@pytest.fixture
+def fake_server():
+    """An HTTP server on loopback that records what it is sent (tests.actions.FakeServer)."""
+    from tests.actions import FakeServer
+
+    server = FakeServer()
+    yield server
+    server.close()

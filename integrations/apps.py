@@ -1,7 +1,20 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.db import connections
+from django.db.models.signals import post_migrate
+
+
+def _search_index(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
+    from integrations.search_index import ensure_sqlite_capability_index
+
+    ensure_sqlite_capability_index(connections[using])
 
 
 class IntegrationsConfig(AppConfig):
     name = "integrations"
     verbose_name = "Integrations and capabilities"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        post_migrate.connect(_search_index, sender=self, dispatch_uid="integrations.search_index")

@@ -244,7 +244,8 @@ class Capability(models.Model):
     class Meta:
         ordering = ["type", "name"]
         verbose_name_plural = "capabilities"
-        indexes = [models.Index(fields=["owner", "type"], name="capability_owner_type")]
+        indexes = [models.Index(fields=["owner", "type"], name="capability_owner_type"),
+                   models.Index(fields=["updated_at"], name="capability_updated_at")]
 
     def __str__(self) -> str:
         return f"{self.type} {self.name}"

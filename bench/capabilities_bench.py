@@ -149,14 +149,12 @@ def in_process(calls: int) -> dict:
 
     caller = Caller.trusted(User.objects.get(username="bench"), via="command")
 
-    def call(mode: str, query: str) -> list[dict]:
+    def call(mode: str, query: str, limit: int = 20) -> list[dict]:
         return capabilities_search(caller=caller, query=query, types=None, integration_id=None, category=None,
-                                   mode=mode, limit=20)
+                                   mode=mode, limit=limit)
 
     results: dict = {"rows": Capability.objects.count(),
-                     "keyword_hits_of_50": {query: len(capabilities_search(
-                   caller=caller, query=query, types=None, integration_id=None, category=None, mode="keyword",
-                   limit=50)) for query in QUERIES}}
+                     "keyword_hits_of_50": {query: len(call("keyword", query, 50)) for query in QUERIES}}
     for mode in MODES:
         for query in QUERIES:
             call(mode, query)  # warm up: the model, the vectors, the statement caches

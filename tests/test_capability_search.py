@@ -280,6 +280,9 @@ def test_semantic_search_honours_exclusions(catalogue, alice):
     assert "gmail_tools.send_email" not in found
     assert found[0] == "gmail_tools"
     assert len(found) == 11
+    # Past the best few, when exclusions remove them, the ranking goes on in order.
+    assert names(search(alice, "send email -gmail", mode="semantic", limit=2)) == names(
+        search(alice, "send email -gmail", mode="semantic", limit=50))[:2]
 
 
 def test_semantic_search_sees_a_refreshed_description(catalogue, alice):

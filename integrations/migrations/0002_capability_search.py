@@ -1,7 +1,8 @@
 """The indexes behind capability search. PostgreSQL: stored, generated tsvectors of each row's name
 (its words split at _ and .) and document, the document's with a GIN index. SQLite: the FTS5 table
 and triggers of integrations.search_index. Both: an index on updated_at, which every semantic
-search reads the newest of to know whether its in-process vectors are still current."""
+search reads the newest of to know whether its in-process vectors are still current, and one of
+the columns search filters on (see Capability.Meta)."""
 
 from django.db import migrations, models
 
@@ -36,6 +37,9 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddIndex(model_name="capability",
                             index=models.Index(fields=["updated_at"], name="capability_updated_at")),
+        migrations.AddIndex(model_name="capability",
+                            index=models.Index(fields=["id", "owner", "type", "integration", "category"],
+                                               name="capability_search_filters")),
         migrations.RunPython(vendor_sql("postgresql", FORWARD), vendor_sql("postgresql", BACKWARD)),
         migrations.RunPython(create_sqlite, drop_sqlite),
     ]

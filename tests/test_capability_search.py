@@ -243,6 +243,8 @@ def test_queries_become_quoted_terms_for_both_databases():
     assert parsed.tsquery() == ("(('gith':*)) & (('pull' <-> 'requests') | ('issue')) & !('wont' <-> 'fix') & "
                                 "!('stale':*)")
     assert parsed.plain() == "gith pull requests issue"
+    assert len(query_parse(" ".join(f"w{i}" for i in range(32))).groups) == 32  # the most terms a query may have
+    assert query_parse("x" * 500).plain() == "x" * 500
 
 
 def test_a_name_counts_above_a_description(catalogue, alice):

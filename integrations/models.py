@@ -243,7 +243,12 @@ class Capability(models.Model):
     class Meta:
         ordering = ["type", "name"]
         verbose_name_plural = "capabilities"
-        indexes = [models.Index(fields=["owner", "type"], name="capability_owner_type")]
+        indexes = [models.Index(fields=["owner", "type"], name="capability_owner_type"),
+                   models.Index(fields=["updated_at"], name="capability_updated_at"),
+                   # What search filters on, by id: SQLite checks its full-text matches against these
+                   # without reading the rows themselves, each of which carries a 1 KB vector.
+                   models.Index(fields=["id", "owner", "type", "integration", "category"],
+                                name="capability_search_filters")]
 
     def __str__(self) -> str:
         return f"{self.type} {self.name}"

@@ -48,7 +48,9 @@ that reason instead of running anything.
 A job may carry an `rpc` handler: the one way out of the sandbox, for a program that needs the server
 (a skill calling its caller's integrations). Before the sandbox starts, a Unix socket is made in the
 private directory (so it is inside, at the path $ATRIUM_RPC_SOCKET names, and owned like the rest
-of the directory by the sandbox's uid, mode 0600), and the thread that runs the job serves it
+of the directory by the sandbox's uid, mode 0600; that path may be longer than a socket address
+allows, so clients connect through an O_PATH descriptor of its directory, /proc/self/fd/N/NAME, as
+the server binds it), and the thread that runs the job serves it
 between reads of the program's output: each newline-delimited JSON object is handed to the handler
 and its reply (a JSON object: `{"error": {"code", "message"}}` is the shape of the sandbox's own
 refusals) is written back as one line. Served on that thread, the handler runs where script_run was
@@ -845,8 +847,10 @@ class _Rpc:
         self.handler = handler
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         path = workdir / RPC_SOCKET
+        # Bound through the directory's descriptor: a socket's own path may have only 107 bytes.
+        directory = os.open(workdir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            self.listener.bind(str(path))
+            self.listener.bind(f"/proc/self/fd/{directory}/{RPC_SOCKET}")
             # Only its owner may connect: once _chown_tree ran, the sandbox's uid (or, in a user
             # namespace, the server's own, which is the sandbox's inside).
             path.chmod(0o600)
@@ -854,6 +858,8 @@ class _Rpc:
         except OSError:
             self.listener.close()
             raise
+        finally:
+            os.close(directory)
         self.listener.setblocking(False)
         self.buffers: dict[socket.socket, bytearray] = {}
         self.oversized: set[socket.socket] = set()  # discarding the rest of a too large request

@@ -15,11 +15,17 @@ from runs import sandbox
 from runs.sandbox import RPC_CALLS, RPC_REQUEST_BYTES, ScriptJob, script_run
 from tests.test_sandbox import PYTHON, host_processes, marker, wait_until
 
-# Sends each argument as one request line and prints each reply line.
-CLIENT = """\
+# Connects the way skill_runtime/atrium.py does: through the directory's descriptor, since a
+# socket's own path may have only 107 bytes and a test's temporary directory can be longer.
+CONNECT = """\
 import json, os, socket, sys
+path = os.environ["ATRIUM_RPC_SOCKET"]
+directory = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
 connection = socket.socket(socket.AF_UNIX)
-connection.connect(os.environ["ATRIUM_RPC_SOCKET"])
+connection.connect(f"/proc/self/fd/{directory}/{os.path.basename(path)}")
+"""
+# Sends each argument as one request line and prints each reply line.
+CLIENT = CONNECT + """\
 stream = connection.makefile("rwb")
 for line in sys.argv[1:]:
     if line.startswith("@blob:"):  # a request too long for argv
@@ -170,8 +176,7 @@ def test_no_call_is_served_once_the_jobs_time_is_up(in_bubblewrap):
 
     handler = Recorder(slow)
     # Both requests in one write: the second is read while the first's call overran the timeout.
-    program = ("import os, socket; s = socket.socket(socket.AF_UNIX); s.connect(os.environ['ATRIUM_RPC_SOCKET']); "
-               "s.sendall(b'{\"first\": 1}\\n{\"second\": 2}\\n'); import time; time.sleep(30)")
+    program = CONNECT + "connection.sendall(b'{\"first\": 1}\\n{\"second\": 2}\\n'); import time; time.sleep(30)"
 
     result = script_run(ScriptJob(script=None, command=[PYTHON, "-c", program], timeout=1, env={}, rpc=handler))
 

@@ -47,16 +47,16 @@ that reason instead of running anything.
 
 A job may carry an `rpc` handler: the one way out of the sandbox, for a program that needs the server
 (a skill calling its caller's integrations). Before the sandbox starts, a Unix socket is made in the
-private directory (so it is inside, at the path $ATRIUM_RPC_SOCKET names, and owned like the rest
-of the directory by the sandbox's uid, mode 0600; that path may be longer than a socket address
-allows, so clients connect through an O_PATH descriptor of its directory, /proc/self/fd/N/NAME, as
-the server binds it), and the thread that runs the job serves it
-between reads of the program's output: each newline-delimited JSON object is handed to the handler
-and its reply (a JSON object: `{"error": {"code", "message"}}` is the shape of the sandbox's own
-refusals) is written back as one line. Served on that thread, the handler runs where script_run was
-called, with that thread's database connection. Bounded: RPC_REQUEST_BYTES per request, RPC_CALLS per
-run, RPC_CONNECTIONS at once, and no call after the job's timeout; a call in progress is not
-interrupted, so the handler bounds its own calls, and the timeout's kill waits for the call to end.
+private directory, so it is inside at the path $ATRIUM_RPC_SOCKET names, owned like the rest of the
+directory by the sandbox's uid, mode 0600. (That path may be longer than a socket address allows:
+clients connect through an O_PATH descriptor of its directory, /proc/self/fd/N/NAME, as the server
+binds it.) The thread that runs the job serves it between reads of the program's output: each
+newline-delimited JSON object goes to the handler, and its reply (a JSON object; the sandbox's own
+refusals are `{"error": {"code", "message"}}`) is written back as one line. Served on that thread, the
+handler runs where script_run was called, with that thread's database connection. Bounded:
+RPC_REQUEST_BYTES per request, RPC_CALLS per run, RPC_CONNECTIONS at once, and no call after the job's
+timeout; a call in progress is not interrupted, so the handler bounds its own calls, and the
+timeout's kill waits for the call to end.
 
 Timeout and cancel kill the sandbox's PID 1 (found through bwrap's --json-status-fd and held by a
 pidfd, so the kill cannot reach a recycled pid), which ends every process in the PID namespace,

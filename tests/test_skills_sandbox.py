@@ -319,6 +319,8 @@ def test_a_skill_that_raises_fails_with_the_error_and_its_own_frames(caller):
     ("def run(input, atrium):\n    return float('nan')\n", "run() returned a value that is not JSON: "
                                                            "Out of range float values are not JSON compliant"),
     ("import sys\ndef run(input, atrium):\n    sys.exit(3)\n", "SystemExit: 3"),
+    ("def run(input, atrium):\n    return 'x' * 2_000_000\n", "run() returned 2000023 bytes of JSON; at most "
+                                                            "1048512 are kept."),
 ])
 def test_a_skill_that_breaks_the_contract_fails_saying_how(caller, source, error):
     result = run(caller, make_skill(source, owner=caller.user))

@@ -913,7 +913,8 @@ class _Rpc:
             self._drop(connection)
             return
         buffer = self.buffers[connection]
-        while chunk and connection in self.buffers:
+        # Past the job's timeout nothing more is answered: the program is about to be killed.
+        while chunk and connection in self.buffers and time.monotonic() < self.deadline:
             line, newline, chunk = chunk.partition(b"\n")
             if connection in self.oversized:
                 if newline:
@@ -943,8 +944,6 @@ class _Rpc:
             return _rpc_error("invalid_request", "A request is one JSON object on one line.")
         if self.calls >= RPC_CALLS:
             return _rpc_error("too_many_calls", f"A run may make at most {RPC_CALLS} calls.")
-        if time.monotonic() >= self.deadline:
-            return _rpc_error("timed_out", "The run's time is up.")
         self.calls += 1
         return self.handler(request)
 

@@ -45,6 +45,19 @@ Otherwise (no bubblewrap, or it cannot create namespaces here) script nodes are 
 `unavailable_reason()` says why and what to install, and `script_run` returns a failed result with
 that reason instead of running anything.
 
+A job may carry an `rpc` handler: the one way out of the sandbox, for a program that needs the server
+(a skill calling its caller's integrations). Before the sandbox starts, a Unix socket is made in the
+private directory, so it is inside at the path $ATRIUM_RPC_SOCKET names, owned like the rest of the
+directory by the sandbox's uid, mode 0600. (That path may be longer than a socket address allows:
+clients connect through an O_PATH descriptor of its directory, /proc/self/fd/N/NAME, as the server
+binds it.) The thread that runs the job serves it between reads of the program's output: each
+newline-delimited JSON object goes to the handler, and its reply (a JSON object; the sandbox's own
+refusals are `{"error": {"code", "message"}}`) is written back as one line. Served on that thread, the
+handler runs where script_run was called, with that thread's database connection. Bounded:
+RPC_REQUEST_BYTES per request, RPC_CALLS per run, RPC_CONNECTIONS at once, and no call after the job's
+timeout; a call in progress is not interrupted, so the handler bounds its own calls, and the
+timeout's kill waits for the call to end.
+
 Timeout and cancel kill the sandbox's PID 1 (found through bwrap's --json-status-fd and held by a
 pidfd, so the kill cannot reach a recycled pid), which ends every process in the PID namespace,
 including those that called setsid. The same happens when the program exits on its own.
@@ -64,15 +77,16 @@ import select
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, Any
 
 from django.conf import settings
 
@@ -97,6 +111,14 @@ TERM_GRACE_SECONDS = 0.5
 DRAIN_SECONDS = 2.0
 PROTECTED_ENV = ("ATRIUM_WORKFLOW_DIR", "ROSCOE_WORKFLOW_DIR", "HOME")
 INSTALL_HINT = "apt-get install bubblewrap"
+RPC_SOCKET = "atrium-rpc.sock"  # in the private directory
+RPC_ENV = "ATRIUM_RPC_SOCKET"
+RPC_REQUEST_BYTES = MIB
+RPC_REPLY_BYTES = 8 * MIB
+RPC_CALLS = 100
+RPC_CONNECTIONS = 4
+# How long a reply may wait for the program to read it before its connection is dropped.
+RPC_SEND_SECONDS = 5.0
 
 # The parts of /etc that the C library, sh and common tools read. Everything else there (shadow, ssh
 # keys, the server's own configuration) stays out; passwd and group are written for the sandbox.
@@ -180,6 +202,9 @@ class ScriptJob:
     memory_mb: int = 512  # address-space limit
     cpu_seconds: int | None = None  # RLIMIT_CPU; default: ceil(timeout) + 1
     network: bool = False  # False: cut the network where the OS allows
+    # Serves the program's requests (see the module docstring). Jobs are never sent to a worker
+    # (tasks take a row's id and build the job there), so it never needs to be serialisable.
+    rpc: Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def cpu_limit(self) -> int:
@@ -590,6 +615,8 @@ def _environment(job: ScriptJob, workdir: Path) -> dict[str, str]:
     env.update(job.env)
     # Set last so a node's env cannot point the script at another directory.
     env.update(dict.fromkeys(PROTECTED_ENV, str(workdir)))
+    if job.rpc is not None:
+        env[RPC_ENV] = str(workdir / RPC_SOCKET)
     return env
 
 
@@ -805,8 +832,135 @@ class _Capture:
         return text
 
 
+def _rpc_error(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+_RPC_TOO_LARGE = _rpc_error("request_too_large", f"A request may be at most {RPC_REQUEST_BYTES} bytes of JSON.")
+
+
+class _Rpc:
+    """The host's end of a job's rpc channel: a listening Unix socket in the private directory and
+    the connections the program made to it, served from _Pipes' selector."""
+
+    def __init__(self, handler: Callable[[dict[str, Any]], dict[str, Any]], workdir: Path) -> None:
+        self.handler = handler
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = workdir / RPC_SOCKET
+        # Bound through the directory's descriptor: a socket's own path may have only 107 bytes.
+        directory = os.open(workdir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self.listener.bind(f"/proc/self/fd/{directory}/{RPC_SOCKET}")
+            # Only its owner may connect: once _chown_tree ran, the sandbox's uid (or, in a user
+            # namespace, the server's own, which is the sandbox's inside).
+            path.chmod(0o600)
+            self.listener.listen(RPC_CONNECTIONS)
+        except OSError:
+            self.listener.close()
+            raise
+        finally:
+            os.close(directory)
+        self.listener.setblocking(False)
+        self.buffers: dict[socket.socket, bytearray] = {}
+        self.oversized: set[socket.socket] = set()  # discarding the rest of a too large request
+        self.calls = 0
+        self.deadline = math.inf
+        self.selector: selectors.BaseSelector | None = None
+
+    def attach(self, selector: selectors.BaseSelector, deadline: float) -> None:
+        self.selector, self.deadline = selector, deadline
+        selector.register(self.listener, selectors.EVENT_READ, self._accept)
+
+    def close(self) -> None:
+        """Stop serving (again: harmless); the program's connections read end of file."""
+        for sock in [*self.buffers, self.listener]:
+            if self.selector is not None:
+                with contextlib.suppress(KeyError, ValueError):
+                    self.selector.unregister(sock)
+            sock.close()
+        self.buffers.clear()
+        self.selector = None
+
+    def _accept(self, listener: socket.socket) -> None:
+        try:
+            connection, _ = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        if len(self.buffers) >= RPC_CONNECTIONS or self.selector is None:
+            connection.close()
+            return
+        connection.settimeout(RPC_SEND_SECONDS)  # recv runs only when readable; sendall may wait
+        self.buffers[connection] = bytearray()
+        self.selector.register(connection, selectors.EVENT_READ, self._read)
+
+    def _drop(self, connection: socket.socket) -> None:
+        if self.selector is not None:
+            self.selector.unregister(connection)
+        self.buffers.pop(connection, None)
+        self.oversized.discard(connection)
+        connection.close()
+
+    def _read(self, connection: socket.socket) -> None:
+        if connection not in self.buffers:  # dropped earlier in the same round of events
+            return
+        try:
+            chunk = connection.recv(65536)
+        except (BlockingIOError, InterruptedError, TimeoutError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._drop(connection)
+            return
+        buffer = self.buffers[connection]
+        # Past the job's timeout nothing more is answered: the program is about to be killed.
+        while chunk and connection in self.buffers and time.monotonic() < self.deadline:
+            line, newline, chunk = chunk.partition(b"\n")
+            if connection in self.oversized:
+                if newline:
+                    self.oversized.discard(connection)
+                    self._reply(connection, _RPC_TOO_LARGE)
+                continue
+            buffer += line
+            if len(buffer) > RPC_REQUEST_BYTES:
+                buffer.clear()
+                if newline:
+                    self._reply(connection, _RPC_TOO_LARGE)
+                else:
+                    # The rest of the line is read and dropped, so the connection stays in step.
+                    self.oversized.add(connection)
+                continue
+            if newline:
+                request = bytes(buffer)
+                buffer.clear()
+                self._reply(connection, self._answer(request))
+
+    def _answer(self, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+        except (ValueError, RecursionError):
+            return _rpc_error("invalid_request", "A request is one JSON object on one line.")
+        if not isinstance(request, dict):
+            return _rpc_error("invalid_request", "A request is one JSON object on one line.")
+        if self.calls >= RPC_CALLS:
+            return _rpc_error("too_many_calls", f"A run may make at most {RPC_CALLS} calls.")
+        self.calls += 1
+        return self.handler(request)
+
+    def _reply(self, connection: socket.socket, reply: dict[str, Any]) -> None:
+        data = json.dumps(reply, separators=(",", ":")).encode() + b"\n"
+        if len(data) > RPC_REPLY_BYTES:
+            data = json.dumps(_rpc_error("reply_too_large", f"The reply was larger than {RPC_REPLY_BYTES} bytes."))
+            data = data.encode() + b"\n"
+        try:
+            connection.sendall(data)
+        except OSError:  # the program stopped reading, or went away
+            self._drop(connection)
+
+
 class _Pipes:
-    """Reads stdout and stderr as data arrives, so a chatty process never blocks on a full pipe."""
+    """Reads stdout and stderr as data arrives, so a chatty process never blocks on a full pipe.
+    The selector also serves the job's rpc channel, whose entries carry the callable to run."""
 
     def __init__(self, streams: dict[str, IO[bytes]]) -> None:
         self.selector = selectors.DefaultSelector()
@@ -816,13 +970,16 @@ class _Pipes:
 
     @property
     def open(self) -> bool:
-        return bool(self.selector.get_map())
+        return any(isinstance(key.data, str) for key in self.selector.get_map().values())
 
     def pump(self, timeout: float) -> None:
-        if not self.open:
+        if not self.selector.get_map():
             time.sleep(timeout)
             return
         for key, _ in self.selector.select(max(timeout, 0)):
+            if callable(key.data):
+                key.data(key.fileobj)
+                continue
             chunk = os.read(key.fd, 65536)
             if chunk:
                 self.captures[key.data].feed(chunk)
@@ -897,6 +1054,7 @@ def _execute(
     poll_interval: float,
     cancel_check_every: float,
     tools: _Tools | None,
+    rpc: _Rpc | None = None,
 ) -> ScriptResult:
     """Run the job in bwrap with `tools`, or as a plain subprocess when `tools` is None."""
     box: _Bwrap | _Plain = _Bwrap(job, workdir, tools) if tools is not None else _Plain(job, workdir)
@@ -905,12 +1063,18 @@ def _execute(
         proc = box.start()
         assert proc.stdout is not None and proc.stderr is not None
         pipes = _Pipes({"stdout": proc.stdout, "stderr": proc.stderr})
+        if rpc is not None:
+            rpc.attach(pipes.selector, deadline=started + job.timeout)
         reason = None
         try:
             reason = _supervise(proc, pipes, job, should_cancel, poll_interval, cancel_check_every)
+            if rpc is not None:
+                rpc.close()  # a program being stopped gets no more answers (stop pumps for a grace)
             if reason is not None:
                 box.stop(proc, pipes, poll_interval)
         finally:
+            if rpc is not None:
+                rpc.close()
             box.kill(proc)
             pipes.drain(DRAIN_SECONDS)
             returncode = proc.wait()
@@ -957,8 +1121,13 @@ def script_run(
     if isinstance(tools, str):
         return _refused(job, tools)
     workdir = _workdir_make()
+    rpc = None
     try:
         _files_write(workdir, job.files)
-        return _execute(job, workdir, should_cancel, poll_interval, cancel_check_every, tools)
+        # Made before the sandbox's uid is given the directory, so the socket is handed over with it.
+        rpc = _Rpc(job.rpc, workdir) if job.rpc is not None else None
+        return _execute(job, workdir, should_cancel, poll_interval, cancel_check_every, tools, rpc)
     finally:
+        if rpc is not None:
+            rpc.close()
         _workdir_remove(workdir)

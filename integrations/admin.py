@@ -39,7 +39,8 @@ class ImportForm(forms.Form):
     integration_id = forms.CharField(required=False, max_length=63,
                                      help_text="The integration's id; by default the document's x-atrium-integration "
                                                "id, or one made from its title.")
-    server_url = forms.URLField(required=False, help_text="Call this base URL instead of the document's server.")
+    server_url = forms.URLField(required=False, assume_scheme="https",
+                                help_text="Call this base URL instead of the document's server.")
 
 
 class ActionInline(admin.TabularInline):

@@ -224,7 +224,8 @@ class VaultConnectView(ScopedApiView):
         integrationId = serializers.CharField(max_length=63)
         confirmed = serializers.BooleanField(default=False)
         credentials = serializers.DictField(child=serializers.CharField(max_length=4096, trim_whitespace=False),
-                                            required=False, allow_null=True, max_length=10)
+                                            required=False, allow_null=True,
+                                            help_text="apiKey, token, or username and password")
 
     @extend_schema(request={JSON: InputSerializer}, responses={200: OpenApiTypes.OBJECT, **_errors(400, 404)},
                    summary="Connect an integration, as vault connect", operation_id="vault_connect")

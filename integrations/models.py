@@ -188,6 +188,7 @@ class Execution(models.Model):
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        REFUSED = "refused"  # dispatched but never ran: no sandbox here, the broker down, the token revoked
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="capability_executions")
     name = models.CharField(max_length=200, db_index=True)

@@ -48,6 +48,20 @@ def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
 Validator = validators.extend(Draft202012Validator, {"pattern": _pattern, "patternProperties": _pattern_properties})
 
 
+def _patterns(node: Any) -> Iterator[str]:
+    """Every regular expression a schema holds (pattern values, patternProperties keys), at any depth."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str):
+                yield value
+            elif key == "patternProperties" and isinstance(value, dict):
+                yield from value
+            yield from _patterns(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _patterns(item)
+
+
 def schema_check(schema: Any, *, field: str) -> dict[str, Any]:
     """A schema as a capability may declare it: a JSON object, bounded, valid Draft 2020-12."""
     if not isinstance(schema, dict):
@@ -57,8 +71,8 @@ def schema_check(schema: Any, *, field: str) -> dict[str, Any]:
                            f"{MAX_JSON_DEPTH} levels).", code="invalid_schema")
     try:
         Validator.check_schema(schema)
-        for _ in Validator(schema).iter_errors(None):  # compiles every pattern the schema holds
-            pass
+        for pattern in _patterns(schema):
+            _compiled(pattern)
     except SchemaError as exc:
         raise InvalidInput(f"{field} is not a valid JSON Schema: {exc.message}", code="invalid_schema") from None
     return schema

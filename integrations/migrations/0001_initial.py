@@ -103,7 +103,7 @@ class Migration(migrations.Migration):
                 ('via', models.CharField(max_length=10)),
                 ('credential', models.CharField(blank=True, max_length=200)),
                 ('input_keys', models.JSONField(blank=True, default=list)),
-                ('status', models.CharField(choices=[('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], db_index=True, default='running', max_length=10)),
+                ('status', models.CharField(choices=[('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('refused', 'Refused')], db_index=True, default='running', max_length=10)),
                 ('error_code', models.CharField(blank=True, max_length=60)),
                 ('error', models.TextField(blank=True)),
                 ('result', models.JSONField(blank=True, null=True)),

@@ -85,6 +85,15 @@ class IntegrationAdmin(AuditedAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # integrations come from code (sync_catalogue) or an OpenAPI import
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Integration | None = None) -> list[str]:
+        # A built-in integration's text and auth are its code's: sync_catalogue writes them on every
+        # deploy, so an edit here would silently go. Curators may still switch it off.
+        fixed = list(self.readonly_fields)
+        if obj is not None and obj.kind == Integration.Kind.BUILTIN:
+            fixed += ["name", "description", "category", "agent_instructions", "auth_scheme", "auth_config",
+                      "connection_required", "first_party"]
+        return fixed
+
     def save_model(self, request: HttpRequest, obj: Integration, form: IntegrationForm, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if form.cleaned_data.get("client_secret"):
@@ -112,11 +121,12 @@ class IntegrationAdmin(AuditedAdmin):
                 except DomainError as exc:
                     form.add_error(None, exc.message)
                 else:
-                    search.index_refresh(integrations=[report.integration])
-                    self._audit(request, "import", report.integration, f"from {upload.name}")
-                    self.message_user(request, f"Imported {report.integration.id}: {report}.", messages.SUCCESS)
+                    integration = Integration.objects.get(pk=report.integration_id)
+                    search.index_refresh(integrations=[integration])
+                    self._audit(request, "import", integration, f"from {upload.name}")
+                    self.message_user(request, f"Imported {integration.id}: {report.summary()}.", messages.SUCCESS)
                     return HttpResponseRedirect(reverse("admin:integrations_integration_change",
-                                                        args=[report.integration.pk]))
+                                                        args=[integration.pk]))
         return TemplateResponse(request, "integrations/admin/import.html", {
             **self.admin_site.each_context(request), "opts": self.opts, "form": form,
             "title": "Import an OpenAPI document",

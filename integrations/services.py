@@ -74,13 +74,19 @@ def _spec_apply(spec: IntegrationSpec) -> Integration:
 @transaction.atomic
 def catalogue_sync(*, documents: list[Path] | None = None) -> dict[str, list[str]]:
     """Write the built-in integrations and import the shipped OpenAPI documents (or `documents`),
-    then bring the search index up to date. Curators' changes to imported integrations (base URL,
-    client secret, enabled) are kept: an import changes only what the document says."""
+    then bring the search index up to date. A document already imported as it is now is left alone,
+    so what curators changed in admin stays until the document itself changes; an import keeps their
+    base URL, OAuth client and the enabled flag in any case."""
     builtin = [_spec_apply(spec) for spec in catalogue.builtin_specs()]
     imported = []
     for path in catalogue.shipped_documents() if documents is None else documents:
-        report = integration_import(document=path.read_bytes(), source=str(path))
-        imported.append(report.integration)
+        text = path.read_bytes()
+        current = Integration.objects.filter(kind=Integration.Kind.OPENAPI,
+                                             source_document=text.decode("utf-8-sig")).first()
+        if current is None:
+            report = integration_import(document=text, source=path.name)
+            current = Integration.objects.get(pk=report.integration_id)
+        imported.append(current)
     search.index_refresh(integrations=[*builtin, *imported], skills=Skill.objects.filter(owner__isnull=True))
     return {"builtin": [i.id for i in builtin], "imported": [i.id for i in imported]}
 

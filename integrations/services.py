@@ -293,8 +293,8 @@ def _skill_execute(*, caller: Caller, skill: Skill, input: dict[str, Any]) -> Ou
     missing = _missing(caller, list(skill.integrations.all()))
     if missing:
         exc = _not_connected(missing)
-        return Outcome({"success": False, "error": exc.message, "code": exc.code, "executionTimeMs": 0,
-                        **exc.extra})
+        return Outcome({"success": False, "status": "connection_required", "error": exc.message,
+                        "code": exc.code, "executionTimeMs": 0, **exc.extra})
     execution = Execution.objects.create(user=caller.user, name=skill.name, kind=Execution.Kind.SKILL, skill=skill,
                                          via=caller.via, credential=caller.credential[:200],
                                          input_keys=sorted(input)[:50])

@@ -186,3 +186,42 @@ def test_a_client_with_url_elicitation_is_sent_to_the_connect_page(catalogue, al
     answer = client.post("tools/call", {"name": "vault", "arguments": {"action": "connect",
                                                                        "integrationId": "keyed_tools"}}).json()
     assert answer["error"]["code"] == -32042
+
+
+CALLING_SKILL = """\
+import atrium
+
+
+def run(input, atrium_client):
+    echoed = atrium_client.call("keyed_tools.echo", {"text": input["text"]})
+    try:
+        atrium_client.call("open_tools.echo", {"text": "not declared"})
+    except atrium.ActionError as exc:
+        refused = exc.code
+    return {"echoed": echoed, "refused": refused}
+"""
+
+
+def test_a_skill_calls_an_action_of_a_connected_integration_inside_the_sandbox(catalogue, alice, alice_mcp):
+    skill = Skill.objects.create(owner=alice.user, name="relay", source_code=CALLING_SKILL,
+                                 input_schema={"type": "object", "required": ["text"]})
+    skill.integrations.set([catalogue["keyed"]])
+    error, payload = execute(alice_mcp, "relay", {"text": "hi"})
+    assert error is False and payload["status"] == "connection_required"
+    assert payload["success"] is False and payload["missingIntegrations"][0]["integrationId"] == "keyed_tools"
+    assert CALLS == []
+
+    connect(alice, catalogue["keyed"])
+    error, payload = execute(alice_mcp, "relay", {"text": "hi"})
+    assert error is False, payload
+    # The action ran in the server with alice's credentials; only its output entered the sandbox.
+    assert payload["output"] == {"echoed": {"echo": "hi", "token": True}, "refused": "integration_not_declared"}
+    assert CALLS == [{"action": "keyed_tools.echo", "input": {"text": "hi"},
+                      "credentials": {"token": "tok-secret-1234"}}]
+    run = Execution.objects.get(kind="skill", status="succeeded")
+    assert [(c.name, c.status) for c in run.calls.all()] == [("keyed_tools.echo", "succeeded")]
+
+    alice_mcp.call_expecting_success("vault", {"action": "disconnect", "integrationId": "keyed_tools"})
+    error, payload = execute(alice_mcp, "relay", {"text": "again"})
+    assert payload["success"] is False and payload["code"] == "connection_required"
+    assert len(CALLS) == 1

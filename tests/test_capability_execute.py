@@ -225,3 +225,26 @@ def test_a_skill_calls_an_action_of_a_connected_integration_inside_the_sandbox(c
     error, payload = execute(alice_mcp, "relay", {"text": "again"})
     assert payload["success"] is False and payload["code"] == "connection_required"
     assert len(CALLS) == 1
+
+
+def test_a_skill_whose_worker_died_is_failed_by_the_reaper_and_frees_its_slot(catalogue, alice, alice_mcp, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from integrations.tasks import executions_reap
+
+    settings.ATRIUM_SKILL_CONCURRENCY_PER_USER = 1
+    skill = Skill.objects.get(name="open_tools.only_skill")
+    lost = Execution.objects.create(user=alice.user, name=skill.name, kind="skill", skill=skill, via="mcp")
+    error, payload = execute(alice_mcp, "open_tools.only_skill")
+    assert error is True and payload["code"] == "rate_limited"  # the one slot is taken
+    assert executions_reap() == 0  # not yet past its timeout and the grace
+    Execution.objects.filter(pk=lost.pk).update(started_at=timezone.now() - timedelta(seconds=skill.timeout_seconds
+                                                                                       + 61))
+    assert executions_reap() == 1
+    lost.refresh_from_db()
+    assert (lost.status, lost.error_code, lost.result["success"]) == ("failed", "worker_lost", False)
+    error, payload = execute(alice_mcp, "open_tools.only_skill")
+    assert error is False and payload["success"] is True
+

@@ -248,3 +248,11 @@ def test_a_skill_whose_worker_died_is_failed_by_the_reaper_and_frees_its_slot(ca
     error, payload = execute(alice_mcp, "open_tools.only_skill")
     assert error is False and payload["success"] is True
 
+
+
+def test_the_execution_reaper_is_scheduled(settings):
+    from config.celery import app
+    from integrations import tasks
+
+    task = settings.CELERY_BEAT_SCHEDULE["reap-skill-executions"]["task"]
+    assert task == tasks.executions_reap.name and task in app.tasks

@@ -191,8 +191,21 @@ class SkillAdmin(admin.ModelAdmin):
             services.skill_delete(caller=admin_caller(request), skill=skill)
 
 
+class RecordAdmin(admin.ModelAdmin):
+    """Rows curators read but never write here: they are what users and executions left behind."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Connection)
-class ConnectionAdmin(admin.ModelAdmin):
+class ConnectionAdmin(RecordAdmin):
     """State only: which user connected what and when. The sealed credentials are never shown."""
 
     list_display = ["user", "integration", "state", "connected_at", "last_used_at", "expires_at"]
@@ -202,18 +215,9 @@ class ConnectionAdmin(admin.ModelAdmin):
               "expires_at"]
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(Execution)
-class ExecutionAdmin(admin.ModelAdmin):
+class ExecutionAdmin(RecordAdmin):
     list_display = ["name", "user", "kind", "status", "error_code", "duration_ms", "via", "started_at"]
     list_filter = ["status", "kind", "via", "integration"]
     search_fields = ["name", "user__username", "error_code"]
@@ -222,12 +226,3 @@ class ExecutionAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Execution._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -24,6 +24,8 @@ MAX_UPLOAD_BYTES = 2 * 1024 * 1024
 
 
 class IntegrationForm(forms.ModelForm):
+    base_url = forms.URLField(required=False, max_length=500, assume_scheme="https",
+                              help_text="Where an imported integration's actions are sent.")
     client_secret = forms.CharField(
         required=False, strip=False, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
         help_text="The OAuth client secret (oauth2 integrations). Stored sealed; leave empty to keep the current one.")

@@ -32,9 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cryptography.fernet import Fernet
 from elements_bench import database_for, summary
-from harness import BASE_DIR, manage
+from harness import BASE_DIR, manage, server_env
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -246,10 +245,7 @@ def main() -> None:
             report["bare_sdk_stdio_echo"] = asyncio.run(bare_floor(workdir, args.calls))
         for size in (int(s) for s in args.sizes.split(",")):
             url, drop = database_for(args.database_url, f"capabilities_{size}", workdir)
-            env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING",
-                   "PYTHONWARNINGS": "ignore::UserWarning", "DATABASE_URL": url, "ATRIUM_TOOL_CALLS_PER_MINUTE": "0",
-                   "ATRIUM_VAULT_KEYS": os.environ.get("ATRIUM_VAULT_KEYS") or Fernet.generate_key().decode(),
-                   "BENCH_SIZE": str(size), "BENCH_CALLS": str(args.calls)}
+            env = server_env(url, BENCH_SIZE=str(size), BENCH_CALLS=str(args.calls))
             try:
                 manage(env, "migrate", "--no-input")
                 manage(env, "issue_token", "bench", "--create-user")

@@ -69,6 +69,7 @@ _PLAIN_KEY = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$-]*$")
 
 @dataclass
 class ImportReport:
+    integration: Integration = field(repr=False)
     integration_id: str
     integration_created: bool
     name: str
@@ -670,8 +671,9 @@ def integration_import(*, document: str | bytes, source: str, integration_id: st
         integration.base_url = parsed.base_url
     integration.source_document = parsed.text
     integration.save(force_insert=created)
-    report = ImportReport(integration_id=parsed.id, integration_created=created, name=parsed.name,
-                          base_url=integration.base_url, auth_scheme=parsed.auth_scheme, skipped=parsed.skipped)
+    report = ImportReport(integration=integration, integration_id=parsed.id, integration_created=created,
+                          name=parsed.name, base_url=integration.base_url, auth_scheme=parsed.auth_scheme,
+                          skipped=parsed.skipped)
     existing = {action.name: action for action in integration.actions.select_for_update()}
     for spec in parsed.actions:
         fields = {"description": spec.description, "input_schema": spec.input_schema,

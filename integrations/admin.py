@@ -123,7 +123,7 @@ class IntegrationAdmin(AuditedAdmin):
                 except DomainError as exc:
                     form.add_error(None, exc.message)
                 else:
-                    integration = Integration.objects.get(pk=report.integration_id)
+                    integration = report.integration
                     search.index_refresh(integrations=[integration])
                     self._audit(request, "import", integration, f"from {upload.name}")
                     self.message_user(request, f"Imported {integration.id}: {report.summary()}.", messages.SUCCESS)

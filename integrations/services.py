@@ -87,7 +87,7 @@ def catalogue_sync(*, documents: list[Path] | None = None) -> dict[str, list[str
                                              source_document=text.decode("utf-8-sig")).first()
         if current is None:
             report = integration_import(document=text, source=path.name)
-            current = Integration.objects.get(pk=report.integration_id)
+            current = report.integration
         imported.append(current)
     search.index_refresh(integrations=[*builtin, *imported], skills=Skill.objects.filter(owner__isnull=True))
     return {"builtin": [i.id for i in builtin], "imported": [i.id for i in imported]}

@@ -112,11 +112,14 @@ class IntegrationAdmin(AuditedAdmin):
                 except DomainError as exc:
                     form.add_error(None, exc.message)
                 else:
-                    search.index_refresh(integrations=[report.integration])
-                    self._audit(request, "import", report.integration, f"from {upload.name}")
-                    self.message_user(request, f"Imported {report.integration.id}: {report}.", messages.SUCCESS)
+                    integration = Integration.objects.get(pk=report.integration_id)
+                    search.index_refresh(integrations=[integration])
+                    self._audit(request, "import", integration, f"from {upload.name}")
+                    self.message_user(request, f"Imported {integration.id}: {len(report.created)} actions created, "
+                                               f"{len(report.updated)} updated, {len(report.removed)} removed, "
+                                               f"{len(report.skipped)} operations skipped.", messages.SUCCESS)
                     return HttpResponseRedirect(reverse("admin:integrations_integration_change",
-                                                        args=[report.integration.pk]))
+                                                        args=[integration.pk]))
         return TemplateResponse(request, "integrations/admin/import.html", {
             **self.admin_site.each_context(request), "opts": self.opts, "form": form,
             "title": "Import an OpenAPI document",

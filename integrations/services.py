@@ -80,7 +80,7 @@ def catalogue_sync(*, documents: list[Path] | None = None) -> dict[str, list[str
     imported = []
     for path in catalogue.shipped_documents() if documents is None else documents:
         report = integration_import(document=path.read_bytes(), source=str(path))
-        imported.append(report.integration)
+        imported.append(Integration.objects.get(pk=report.integration_id))
     search.index_refresh(integrations=[*builtin, *imported], skills=Skill.objects.filter(owner__isnull=True))
     return {"builtin": [i.id for i in builtin], "imported": [i.id for i in imported]}
 

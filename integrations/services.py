@@ -29,7 +29,7 @@ from accounts.versions import VersionConflict, row_version
 from integrations import catalogue, schemas, search, selectors, skills, vault
 from integrations.executors import EXECUTORS, ActionCall, ActionFailed, IntegrationSpec
 from integrations.models import Action, Execution, Integration, Skill
-from integrations.openapi import integration_import
+from integrations.openapi import ImportReport, integration_import
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +83,18 @@ def catalogue_sync(*, documents: list[Path] | None = None) -> dict[str, list[str
         imported.append(Integration.objects.get(pk=report.integration_id))
     search.index_refresh(integrations=[*builtin, *imported], skills=Skill.objects.filter(owner__isnull=True))
     return {"builtin": [i.id for i in builtin], "imported": [i.id for i in imported]}
+
+
+@transaction.atomic
+def integration_document_import(*, document: str | bytes, source: str, integration_id: str | None = None,
+                                server_url: str | None = None) -> tuple[Integration, ImportReport]:
+    """Import an OpenAPI document as an integration (integrations.openapi) and index it for search, as
+    the admin's Import and `manage.py import_integration` do: imported, it is found at once."""
+    report = integration_import(document=document, source=source, integration_id=integration_id,
+                                server_url=server_url)
+    integration = Integration.objects.get(pk=report.integration_id)
+    search.index_refresh(integrations=[integration])
+    return integration, report
 
 
 # --- skills ----------------------------------------------------------------------------------------

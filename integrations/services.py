@@ -44,6 +44,11 @@ class RateLimited(DomainError):
     http_status = 429
 
 
+class SkillExists(DomainError):
+    code = "skill_exists"
+    http_status = 409
+
+
 class NotConnected(DomainError):
     """The capability needs integrations the caller has not connected: nothing ran. Not an error to
     the caller: the answer is how to connect them."""
@@ -136,7 +141,7 @@ def _skill_name_check(*, owner_id: int | None, name: str, exclude: int | None = 
     if exclude is not None:
         clash = clash.exclude(pk=exclude)
     if clash.exists():
-        raise InvalidInput(f"A skill named '{name}' already exists.", code="skill_exists")
+        raise SkillExists(f"A skill named '{name}' already exists.")
 
 
 @transaction.atomic
@@ -150,7 +155,9 @@ def skill_create(*, caller: Caller, name: str, description: str, source_code: st
     fields = _skill_fields({"source_code": source_code, "input_schema": input_schema or {},
                             "output_schema": output_schema or {}, "timeout_seconds": timeout_seconds})
     skill = Skill(owner=owner, name=name, description=description, **fields)
-    skill.full_clean(exclude=["integrations"], validate_unique=False)
+    # The name is checked by _skill_name_check, which refuses it with skill_exists (the constraints
+    # would raise a ValidationError no adapter answers).
+    skill.full_clean(exclude=["integrations"], validate_unique=False, validate_constraints=False)
     _skill_name_check(owner_id=owner.pk if owner else None, name=name)
     skill.save()
     skill.integrations.set(_integrations_named(integrations or []))
@@ -177,7 +184,7 @@ def skill_update(*, caller: Caller, skill: Skill, changes: dict[str, Any],
     integrations = changes.pop("integrations", None)
     for key, value in _skill_fields(changes).items():
         setattr(skill, key, value)
-    skill.full_clean(exclude=["integrations"], validate_unique=False)
+    skill.full_clean(exclude=["integrations"], validate_unique=False, validate_constraints=False)
     _skill_name_check(owner_id=skill.owner_id, name=skill.name, exclude=skill.pk)
     skill.version += 1
     skill.save()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
@@ -18,7 +17,8 @@ from accounts.api import error_responses, validated
 from docs_kb import selectors
 from docs_kb.models import DocPage
 
-SLUG_PARAM = OpenApiParameter("slug", OpenApiTypes.STR, OpenApiParameter.PATH,
+# The URL's <path:slug> holds any character but a line break (a slug never has one).
+SLUG_PARAM = OpenApiParameter("slug", {"type": "string", "pattern": "^[^\\n]+$"}, OpenApiParameter.PATH,
                               description="The page's slug from the list, e.g. workflow-format (may hold '/').")
 
 

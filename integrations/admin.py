@@ -18,7 +18,6 @@ from accounts.admin import AuditedAdmin, admin_caller
 from accounts.errors import DomainError
 from integrations import search, services, vault
 from integrations.models import Action, Connection, Execution, Integration, Skill
-from integrations.openapi import integration_import
 
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024
 
@@ -117,14 +116,13 @@ class IntegrationAdmin(AuditedAdmin):
                 form.add_error("document", f"The document is larger than {MAX_UPLOAD_BYTES // 1024 // 1024} MB.")
             else:
                 try:
-                    report = integration_import(document=upload.read(), source=f"upload {upload.name}",
-                                                integration_id=form.cleaned_data["integration_id"] or None,
-                                                server_url=form.cleaned_data["server_url"] or None)
+                    integration, report = services.integration_document_import(
+                        document=upload.read(), source=f"upload {upload.name}",
+                        integration_id=form.cleaned_data["integration_id"] or None,
+                        server_url=form.cleaned_data["server_url"] or None)
                 except DomainError as exc:
                     form.add_error(None, exc.message)
                 else:
-                    integration = report.integration
-                    search.index_refresh(integrations=[integration])
                     self._audit(request, "import", integration, f"from {upload.name}")
                     self.message_user(request, f"Imported {integration.id}: {report.summary()}.", messages.SUCCESS)
                     return HttpResponseRedirect(reverse("admin:integrations_integration_change",

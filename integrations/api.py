@@ -8,6 +8,8 @@ an integration it needs is not connected: then with missingIntegrations); an act
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -18,6 +20,7 @@ from rest_framework.response import Response
 
 from accounts.api import ScopedApiView, error_responses, validated
 from accounts.authentication import caller_from_request
+from accounts.errors import NotFound
 from accounts.versions import etag, if_match, row_version
 from integrations import search, selectors, services, vault
 from integrations.mcp import EXECUTE, INTEGRATIONS_CONNECT, INTEGRATIONS_READ, READ, SEARCH
@@ -25,7 +28,16 @@ from integrations.models import Execution, Skill
 from workflows.api import JSON
 
 SKILLS_WRITE = "workflows:write"
-ID_PARAM = OpenApiParameter("item_id", OpenApiTypes.INT, OpenApiParameter.PATH)
+ID_PARAM = OpenApiParameter("item_id", {"type": "string", "pattern": "^[0-9]{1,18}$"}, OpenApiParameter.PATH,
+                            description="The id, as the list gives it")
+
+
+def _row_id(item_id: str, *, missing: Callable[[], NotFound]) -> int:
+    """The id in the URL. Digits only, and short enough for a database integer: anything else names
+    no row, and is answered as one that does not exist."""
+    if not re.fullmatch(r"[0-9]{1,18}", item_id):
+        raise missing()
+    return int(item_id)
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -39,6 +51,7 @@ class ErrorSerializer(serializers.Serializer):
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
     return error_responses(ErrorSerializer, *statuses, meanings={
         400: "Invalid input (invalid_input with `fields` or `problems`)", 404: "No such capability or row",
+        409: "skill_exists: you have, or the catalogue has, a skill of that name",
         412: "version_conflict: changed since read",
         429: "rate_limited (with retryAfter)", 502: "The action's own error payload"})
 
@@ -182,8 +195,9 @@ class ExecutionDetailView(ScopedApiView):
 
     @extend_schema(parameters=[ID_PARAM], responses={200: ExecutionSerializer, **_errors(404)},
                    summary="One of your capability executions", operation_id="capability_execution_get")
-    def get(self, request: Request, item_id: int) -> Response:
-        execution = selectors.execution_get(caller=caller_from_request(request, via="api"), execution_id=item_id)
+    def get(self, request: Request, item_id: str) -> Response:
+        execution = selectors.execution_get(caller=caller_from_request(request, via="api"), execution_id=_row_id(
+            item_id, missing=selectors.execution_not_found))
         return Response(selectors.execution_describe(execution))
 
 
@@ -255,11 +269,10 @@ class VaultDisconnectView(ScopedApiView):
 
 # --- skills --------------------------------------------------------------------------------------
 
-class SkillSerializer(serializers.Serializer):
+class SkillInputSerializer(serializers.Serializer):
     class Meta:
-        ref_name = "CapabilitySkill"
+        ref_name = "CapabilitySkillInput"
 
-    id = serializers.IntegerField(read_only=True)
     name = serializers.RegexField(r"^[a-z][a-z0-9_]{1,62}(\.[a-z0-9_]{1,100})?$", max_length=164)
     description = serializers.CharField(allow_blank=True, max_length=10_000, default="")
     source_code = serializers.CharField(max_length=services.MAX_SKILL_SOURCE_CHARS, trim_whitespace=False,
@@ -270,6 +283,13 @@ class SkillSerializer(serializers.Serializer):
                                          max_length=20, help_text="Ids of the integrations whose actions it calls")
     timeout_seconds = serializers.IntegerField(min_value=1, max_value=services.MAX_SKILL_TIMEOUT_SECONDS,
                                                default=30)
+
+
+class SkillSerializer(SkillInputSerializer):
+    class Meta:
+        ref_name = "CapabilitySkill"
+
+    id = serializers.IntegerField(read_only=True)
     version = serializers.CharField(read_only=True, help_text="The ETag of this version")
 
 
@@ -294,10 +314,10 @@ class SkillListView(ScopedApiView):
     def get(self, request: Request) -> Response:
         return Response([_skill(s) for s in selectors.skills_own(caller=caller_from_request(request, via="api"))])
 
-    @extend_schema(request={JSON: SkillSerializer}, responses={201: SkillSerializer, **_errors(400)},
+    @extend_schema(request={JSON: SkillInputSerializer}, responses={201: SkillSerializer, **_errors(400, 409)},
                    summary="Write a new skill of your own", operation_id="skill_create")
     def post(self, request: Request) -> Response:
-        params = validated(SkillSerializer, request.data)
+        params = validated(SkillInputSerializer, request.data)
         skill = services.skill_create(caller=caller_from_request(request, via="api"), **params)
         return _skill_response(skill, status.HTTP_201_CREATED)
 
@@ -307,29 +327,31 @@ class SkillDetailView(ScopedApiView):
 
     @extend_schema(parameters=[ID_PARAM], responses={200: SkillSerializer, **_errors(404)},
                    summary="One of your skills", operation_id="skill_get")
-    def get(self, request: Request, item_id: int) -> Response:
-        return _skill_response(selectors.skill_get(caller=caller_from_request(request, via="api"), skill_id=item_id))
+    def get(self, request: Request, item_id: str) -> Response:
+        return _skill_response(selectors.skill_get(caller=caller_from_request(request, via="api"),
+                                                   skill_id=_row_id(item_id, missing=selectors.skill_not_found)))
 
-    @extend_schema(parameters=[ID_PARAM], request={JSON: SkillSerializer(partial=True)},
-                   responses={200: SkillSerializer, **_errors(400, 404, 412)},
+    @extend_schema(parameters=[ID_PARAM], request={JSON: SkillInputSerializer(partial=True)},
+                   responses={200: SkillSerializer, **_errors(400, 404, 409, 412)},
                    summary="Change one of your skills (If-Match: its ETag, to refuse a lost update)",
                    operation_id="skill_update")
-    def patch(self, request: Request, item_id: int) -> Response:
+    def patch(self, request: Request, item_id: str) -> Response:
         caller = caller_from_request(request, via="api")
-        skill = selectors.skill_get(caller=caller, skill_id=item_id)
+        skill = selectors.skill_get(caller=caller, skill_id=_row_id(item_id, missing=selectors.skill_not_found))
         changes = validated_partial(request.data)
         return _skill_response(services.skill_update(caller=caller, skill=skill, changes=changes,
                                                      expected_versions=if_match(request)))
 
     @extend_schema(parameters=[ID_PARAM], responses={204: None, **_errors(404)}, summary="Delete one of your skills",
                    operation_id="skill_delete")
-    def delete(self, request: Request, item_id: int) -> Response:
+    def delete(self, request: Request, item_id: str) -> Response:
         caller = caller_from_request(request, via="api")
-        services.skill_delete(caller=caller, skill=selectors.skill_get(caller=caller, skill_id=item_id))
+        skill = selectors.skill_get(caller=caller, skill_id=_row_id(item_id, missing=selectors.skill_not_found))
+        services.skill_delete(caller=caller, skill=skill)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 def validated_partial(data: Any) -> dict[str, Any]:
-    serializer = SkillSerializer(data=data, partial=True)
+    serializer = SkillInputSerializer(data=data, partial=True)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)

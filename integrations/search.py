@@ -207,7 +207,7 @@ def query_parse(text: str) -> Query:
     of several parts (github_tools.create_issue) is the phrase of its words, as the index splits it."""
     text = text.strip()
     if len(text) < 2:
-        raise InvalidInput("query must be at least 2 characters.")
+        raise InvalidInput("query must be at least 2 characters.", code="query_required")
     if len(text) > MAX_QUERY_CHARS:
         raise InvalidInput(f"query must be at most {MAX_QUERY_CHARS} characters.")
     groups: list[list[Term]] = []
@@ -224,7 +224,7 @@ def query_parse(text: str) -> Query:
             continue
         count += 1
         if count > MAX_TERMS:
-            raise InvalidInput(f"query may have at most {MAX_TERMS} terms.")
+            raise InvalidInput(f"query may have at most {MAX_TERMS} terms.", code="too_many_terms")
         term = Term(words, prefix=bool(star) or bare.endswith("*"))
         if minus:
             excluded.append(term)
@@ -236,7 +236,8 @@ def query_parse(text: str) -> Query:
             groups.append([term])
             after_included = True
     if not groups:
-        raise InvalidInput("query needs at least one word to look for; exclusions alone match nothing.")
+        raise InvalidInput("query needs at least one word to look for; exclusions alone match nothing.",
+                           code="query_required")
     return Query(tuple(tuple(group) for group in groups), tuple(excluded))
 
 

@@ -34,11 +34,15 @@ def skills_own(*, caller: Caller) -> QuerySet[Skill]:
     return Skill.objects.filter(owner=caller.user).prefetch_related("integrations")
 
 
+def skill_not_found() -> NotFound:
+    return NotFound("Skill not found.", code="skill_not_found")
+
+
 def skill_get(*, caller: Caller, skill_id: int) -> Skill:
     """One of the caller's own skills (the ones they may change)."""
     skill = skills_own(caller=caller).filter(pk=skill_id).first()
     if skill is None:
-        raise NotFound("Skill not found.", code="skill_not_found")
+        raise skill_not_found()
     return skill
 
 
@@ -141,10 +145,14 @@ def executions(*, caller: Caller, name: str | None = None, status: str | None = 
     return found
 
 
+def execution_not_found() -> NotFound:
+    return NotFound("Execution not found.", code="execution_not_found")
+
+
 def execution_get(*, caller: Caller, execution_id: int) -> Execution:
     execution = Execution.objects.filter(user=caller.user, pk=execution_id).first()
     if execution is None:
-        raise NotFound("Execution not found.", code="execution_not_found")
+        raise execution_not_found()
     return execution
 
 

@@ -31,7 +31,7 @@ from accounts.versions import VersionConflict, row_version
 from integrations import catalogue, schemas, search, selectors, skills, vault
 from integrations.executors import EXECUTORS, ActionCall, ActionFailed, IntegrationSpec
 from integrations.models import Action, Execution, Integration, Skill
-from integrations.openapi import integration_import
+from integrations.openapi import ImportReport, integration_import
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,11 @@ SKILL_WAIT_SECONDS = 60
 class RateLimited(DomainError):
     code = "rate_limited"
     http_status = 429
+
+
+class SkillExists(DomainError):
+    code = "skill_exists"
+    http_status = 409
 
 
 class NotConnected(DomainError):
@@ -86,11 +91,21 @@ def catalogue_sync(*, documents: list[Path] | None = None) -> dict[str, list[str
         current = Integration.objects.filter(kind=Integration.Kind.OPENAPI,
                                              source_document=text.decode("utf-8-sig")).first()
         if current is None:
-            report = integration_import(document=text, source=path.name)
-            current = report.integration
+            current = integration_import(document=text, source=path.name).integration
         imported.append(current)
     search.index_refresh(integrations=[*builtin, *imported], skills=Skill.objects.filter(owner__isnull=True))
     return {"builtin": [i.id for i in builtin], "imported": [i.id for i in imported]}
+
+
+@transaction.atomic
+def integration_document_import(*, document: str | bytes, source: str, integration_id: str | None = None,
+                                server_url: str | None = None) -> tuple[Integration, ImportReport]:
+    """Import an OpenAPI document as an integration (integrations.openapi) and index it for search, as
+    the admin's Import and `manage.py import_integration` do: imported, it is found at once."""
+    report = integration_import(document=document, source=source, integration_id=integration_id,
+                                server_url=server_url)
+    search.index_refresh(integrations=[report.integration])
+    return report.integration, report
 
 
 # --- skills ----------------------------------------------------------------------------------------
@@ -132,7 +147,7 @@ def _skill_name_check(*, owner_id: int | None, name: str, exclude: int | None = 
     if exclude is not None:
         clash = clash.exclude(pk=exclude)
     if clash.exists():
-        raise InvalidInput(f"A skill named '{name}' already exists.", code="skill_exists")
+        raise SkillExists(f"A skill named '{name}' already exists.")
 
 
 @transaction.atomic
@@ -146,7 +161,9 @@ def skill_create(*, caller: Caller, name: str, description: str, source_code: st
     fields = _skill_fields({"source_code": source_code, "input_schema": input_schema or {},
                             "output_schema": output_schema or {}, "timeout_seconds": timeout_seconds})
     skill = Skill(owner=owner, name=name, description=description, **fields)
-    skill.full_clean(exclude=["integrations"], validate_unique=False)
+    # The name is checked by _skill_name_check, which refuses it with skill_exists (the constraints
+    # would raise a ValidationError no adapter answers).
+    skill.full_clean(exclude=["integrations"], validate_unique=False, validate_constraints=False)
     _skill_name_check(owner_id=owner.pk if owner else None, name=name)
     skill.save()
     skill.integrations.set(_integrations_named(integrations or []))
@@ -173,7 +190,7 @@ def skill_update(*, caller: Caller, skill: Skill, changes: dict[str, Any],
     integrations = changes.pop("integrations", None)
     for key, value in _skill_fields(changes).items():
         setattr(skill, key, value)
-    skill.full_clean(exclude=["integrations"], validate_unique=False)
+    skill.full_clean(exclude=["integrations"], validate_unique=False, validate_constraints=False)
     _skill_name_check(owner_id=skill.owner_id, name=skill.name, exclude=skill.pk)
     skill.version += 1
     skill.save()

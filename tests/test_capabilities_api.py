@@ -99,8 +99,21 @@ def test_skills_are_written_by_their_owner_with_a_version_check(catalogue, alice
                                                                          "properties": {"a": {"pattern": "(?<=x)"}}}})
     assert bad_schema.status_code == 400 and bad_schema.json()["code"] == "invalid_schema"
     assert not Skill.objects.filter(name__in=["broken", "badschema"]).exists()
+    again = api.post("/api/capabilities/skills/", {"name": "shout", "source_code": "x = 1\n"})
+    assert again.status_code == 409 and again.json()["code"] == "skill_exists"
+    whisper = api.post("/api/capabilities/skills/", {"name": "whisper", "source_code": "x = 1\n"}).json()
+    renamed = api.patch(f"/api/capabilities/skills/{whisper['id']}/", {"name": "shout"})
+    assert renamed.status_code == 409 and renamed.json()["code"] == "skill_exists"
+    assert Skill.objects.filter(name="shout").count() == 1 and Skill.objects.get(pk=whisper["id"]).name == "whisper"
     assert api.delete(f"/api/capabilities/skills/{skill_id}/").status_code == 204
     assert not Skill.objects.filter(pk=skill_id).exists()
+
+
+@pytest.mark.parametrize("item_id", ["abc", "-1", "1.5", "9" * 19])
+@pytest.mark.parametrize(("path", "code"), [("skills", "skill_not_found"), ("executions", "execution_not_found")])
+def test_an_id_that_is_not_a_row_id_is_not_found_in_json(catalogue, alice, path, code, item_id):
+    answer = Api(alice).get(f"/api/capabilities/{path}/{item_id}/")
+    assert (answer.status_code, answer["Content-Type"], answer.json()["code"]) == (404, "application/json", code)
 
 
 def test_scopes_are_enforced(catalogue):

@@ -392,22 +392,24 @@ def test_the_limit_caps_the_hits(catalogue, alice, mode):
     assert len(search(alice, "repositor*", mode=mode, limit=1)) == 1
 
 
-@pytest.mark.parametrize(("query", "options", "message"), [
-    ("a", {}, "at least 2 characters"),
-    ("   a  ", {}, "at least 2 characters"),
-    ("x" * 501, {}, "at most 500 characters"),
-    (" ".join(f"w{i}" for i in range(33)), {}, "at most 32 terms"),
-    ("-issue", {}, "at least one word to look for"),
-    ('-issue -"pull requests"', {}, "at least one word to look for"),
-    ("** ||", {}, "at least one word to look for"),
-    ("issue", {"mode": "fuzzy"}, "mode must be one of keyword, semantic, hybrid"),
-    ("issue", {"limit": 0}, "limit must be a whole number from 1 to 50"),
-    ("issue", {"limit": 51}, "limit must be a whole number from 1 to 50"),
-    ("issue", {"types": ["action", "widget"]}, "not widget"),
+# A query with nothing to look for, or too many terms, passes a length check (an API schema's) but
+# not the parser: those refusals have codes of their own.
+@pytest.mark.parametrize(("query", "options", "code", "message"), [
+    ("a", {}, "query_required", "at least 2 characters"),
+    ("   a  ", {}, "query_required", "at least 2 characters"),
+    ("x" * 501, {}, "invalid_input", "at most 500 characters"),
+    (" ".join(f"w{i}" for i in range(33)), {}, "too_many_terms", "at most 32 terms"),
+    ("-issue", {}, "query_required", "at least one word to look for"),
+    ('-issue -"pull requests"', {}, "query_required", "at least one word to look for"),
+    ("** ||", {}, "query_required", "at least one word to look for"),
+    ("issue", {"mode": "fuzzy"}, "invalid_input", "mode must be one of keyword, semantic, hybrid"),
+    ("issue", {"limit": 0}, "invalid_input", "limit must be a whole number from 1 to 50"),
+    ("issue", {"limit": 51}, "invalid_input", "limit must be a whole number from 1 to 50"),
+    ("issue", {"types": ["action", "widget"]}, "invalid_input", "not widget"),
 ])
-def test_it_refuses_bad_arguments(catalogue, alice, query, options, message):
+def test_it_refuses_bad_arguments(catalogue, alice, query, options, code, message):
     with pytest.raises(InvalidInput) as refused:
         search(alice, query, **options)
 
-    assert refused.value.code == "invalid_input"
+    assert refused.value.code == code
     assert message in refused.value.message

@@ -2,6 +2,7 @@
 
 import json
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -11,8 +12,9 @@ from accounts.caller import Caller
 from accounts.errors import InvalidInput
 from integrations.catalogue import SHIPPED_DOCUMENTS, shipped_documents
 from integrations.executors import ActionFailed
-from integrations.models import Action, Integration
+from integrations.models import Action, Capability, Integration
 from integrations.openapi import MAX_DOCUMENT_BYTES, MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES, integration_import
+from integrations.search import capabilities_search
 from tests.actions import Reply, json_reply, run_action
 
 GITHUB_ACTIONS = {
@@ -477,6 +479,16 @@ def test_the_command_imports_a_file_and_prints_the_report(db, tmp_path):
     out = StringIO()
     call_command("import_integration", str(path), "--id", "github_tools", stdout=out)
     assert "Updated integration github_tools" in out.getvalue() and "removed  pulls_get" in out.getvalue()
+
+
+def test_what_the_command_imports_is_found_by_capability_search_at_once(db, alice):
+    call_command("import_integration", str(Path(__file__).parent / "fixtures" / "openapi" / "weather.yaml"),
+                 stdout=StringIO())
+    hits = capabilities_search(caller=Caller.trusted(alice.user, via="mcp"), query="forecast for a city", types=None,
+                               integration_id=None, category=None, mode="keyword", limit=5)
+    assert hits[0]["name"] == "weather_tools.get_forecast"
+    assert set(Capability.objects.filter(integration_id="weather_tools").values_list("name", flat=True)) == {
+        "weather_tools", "weather_tools.get_forecast", "weather_tools.create_alert"}
 
 
 def test_the_command_fetches_a_url(db, fake_server):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
@@ -59,6 +60,8 @@ class RequestStringExtension(OpenApiSerializerFieldExtension):
         field = self.target
         if direction != "request" or schema.get("type") != "string" or "pattern" in schema or "enum" in schema:
             return schema
+        if any(isinstance(validator, RegexValidator) for validator in field.validators):
+            return schema  # its own pattern (a RegexField's), which the generator adds only where none is set
         if field.allow_blank:
             return {**schema, "pattern": _NO_NUL}
         if not field.trim_whitespace:

@@ -42,21 +42,32 @@ def fuzz_settings(max_examples: int) -> settings:
                     suppress_health_check=list(HealthCheck), print_blob=False)
 
 
-def database_checksum(*, besides: frozenset[tuple[str, str]] = frozenset()) -> str:
-    """A digest of every row of the project's own tables, less the bookkeeping a refused call may do
-    (and the tables in `besides`)."""
-    digest = hashlib.sha256()
+def table_digests() -> dict[tuple[str, str], str]:
+    """A digest of each of the project's own tables, by (app label, model name), less the bookkeeping
+    a refused call may do."""
+    digests = {}
     for model in apps.get_models():
         meta = model._meta
-        if meta.app_label not in {"accounts", "elements", "workflows", "runs", "docs_kb"}:
+        if meta.app_label not in {"accounts", "elements", "workflows", "runs", "docs_kb", "integrations"}:
             continue
-        if (meta.app_label, meta.model_name) in VOLATILE_MODELS | besides:
+        if (meta.app_label, meta.model_name) in VOLATILE_MODELS:
             continue
         columns = [f.attname for f in meta.concrete_fields if f.attname not in VOLATILE_FIELDS]
-        digest.update(meta.label.encode())
+        digest = hashlib.sha256()
         for row in model.objects.order_by("pk").values_list(*columns):
             digest.update(repr(row).encode())
-    return digest.hexdigest()
+        digests[(meta.app_label, meta.model_name)] = digest.hexdigest()
+    return digests
+
+
+def tables_changed(before: dict[tuple[str, str], str]) -> set[tuple[str, str]]:
+    """The tables whose rows differ now from their digests in `before`."""
+    return {table for table, digest in table_digests().items() if before.get(table) != digest}
+
+
+def database_checksum() -> str:
+    """A digest of every row of the project's own tables, less the bookkeeping a refused call may do."""
+    return hashlib.sha256(repr(sorted(table_digests().items())).encode()).hexdigest()
 
 
 @dataclass

@@ -9,21 +9,26 @@ every row of the database as it was."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
+from io import StringIO
 from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db.models import Max
 from hypothesis import given
 from hypothesis import strategies as st
 
 from accounts.caller import Caller
 from elements.services import element_create
 from elements.types import ElementType
+from integrations.models import Action, Execution, Integration
+from integrations.vault import vault_connect
 from tests.conftest import make_member
 from tests.live.conftest import serve
-from tests.live.fuzzing import Answer, Findings, SdkSession, ServerGone, database_checksum, fuzz_settings
+from tests.live.fuzzing import Answer, Findings, SdkSession, ServerGone, fuzz_settings, table_digests, tables_changed
 from workflows.scoping import Scope
 from workflows.services import project_register, workflow_save
 
@@ -36,8 +41,17 @@ AQL_EXAMPLES = 30
 # Seconds of a run after which tools get only their fixed cases, not generated ones: a server that
 # answers slowly (as one does while it is failing) must not stretch a CI run past a few minutes.
 GENERATED_BUDGET = 180
+# Examples per catalogue action of capabilities_execute, its input drawn from the action's own schema.
+ACTION_EXAMPLES = 3
 # The gatekeeper's pending confirmations.
 ASKED = frozenset({("elements", "confirmation")})
+# The record of executions: an action that ran and failed is recorded, and that is not a refusal.
+EXECUTED = frozenset({("integrations", "execution")})
+# What capabilities_execute refuses with before anything runs (and so records nothing); input that
+# does not fit the schema is refused with `problems` (an executor's own invalid_input comes without).
+REFUSED_BEFORE_RUNNING = {"invalid_arguments", "capability_not_found", "rate_limited", "insufficient_scope"}
+# Where the imported integrations (GitHub, Slack) send their requests while fuzzed: nothing listens.
+CLOSED_PORT_URL = "http://127.0.0.1:9"
 ROOT = "/home/alice/shop"
 # Calls that would end the fuzzing session itself rather than exercise a tool: auth_logout revokes
 # the token (it takes no arguments, so it is fuzzed only with arguments it must refuse).
@@ -49,7 +63,13 @@ FLOW = {"name": "Seed", "start": "work",
 
 # Values the tools know, so generated calls reach past "not found" as well as stopping there.
 KNOWN_STRINGS = ["seed", "notes", "flow", ROOT, f"{ROOT}/src", "global", "repo", "persona", "skill", "memory",
-                 "template", "agent", "ensemble", "element:seed", "getting-started", "workflows", "index", "run_1", "/"]
+                 "template", "agent", "ensemble", "element:seed", "getting-started", "workflows", "index", "run_1", "/",
+                 # The shipped catalogue (sync_catalogue): integration ids, action names, what actions take.
+                 "atrium_tools", "http_tools", "webhook_tools", "email_tools", "github_tools", "slack_tools",
+                 "atrium_tools.search_docs", "atrium_tools.get_element", "atrium_tools.add_memory_entry",
+                 "atrium_tools.start_workflow", "http_tools.request", "webhook_tools.send_webhook",
+                 "email_tools.send_email", "github_tools.issues_create", "github_tools.repos_get",
+                 "slack_tools.chat_postMessage", "GET", "POST", "http://127.0.0.1:9/", "https://example.com/x"]
 ODD_STRINGS = ["", " ", "\x00", "a\x00b", "x" * 100_000, "\u202e\u200b\ufeff", "🙂" * 50, "../../etc/passwd",
                "{{ context.x }}", "${HOME}", "*a", "&a [*a, *a]", "(a+)+$", "[", "null", "true", "-1",
                "%00", "<script>", "'; DROP TABLE x; --", "\r\n\t"]
@@ -88,6 +108,15 @@ def from_json_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     if kind == "string":
         if schema.get("format") == "date-time":
             return st.datetimes().map(lambda d: d.isoformat() + "Z")
+        if "pattern" in schema:
+            try:
+                return st.from_regex(schema["pattern"], fullmatch=True)
+            except re.error:
+                pass  # a pattern Python's re does not read (RE2 or ECMA-only syntax): any string will do
+        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        if low or high is not None:
+            return st.one_of(strings(), st.text(min_size=low, max_size=low + 40)).filter(
+                lambda text: low <= len(text) <= (high if high is not None else len(text)))
         return strings()
     if kind in ("integer", "number"):
         low, high = schema.get("minimum"), schema.get("maximum")
@@ -99,7 +128,9 @@ def from_json_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     if kind == "null":
         return st.none()
     if kind == "array":
-        return st.lists(from_json_schema(schema.get("items") or {}), min_size=schema.get("minItems", 0), max_size=4)
+        low = schema.get("minItems", 0)
+        return st.lists(from_json_schema(schema.get("items") or {}), min_size=low,
+                        max_size=max(low, min(4, schema.get("maxItems", 4))))
     if kind == "object" and "properties" in schema:
         properties = schema["properties"]
         required = set(schema.get("required") or [])
@@ -200,7 +231,8 @@ class Fuzzer:
         """One call, judged: no internal error, and a refused call changes nothing."""
         if self.gone is not None:
             raise self.gone  # Hypothesis replays a failing example: the server will not answer it now
-        before = {database_checksum(), database_checksum(besides=ASKED)}
+        before = table_digests()
+        last_execution = Execution.objects.aggregate(last=Max("pk"))["last"] or 0
         raw = isinstance(arguments, str)
         try:
             answer = self.session.call_raw(tool, arguments) if raw else self.session.call(tool, arguments)
@@ -212,14 +244,31 @@ class Fuzzer:
         failure = answer.failure()
         if failure is not None:
             self.findings.add(tool, way, shown, failure)
-        elif answer.refused and database_checksum(besides=self.asked(answer)) not in before:
-            self.findings.add(tool, f"{way}, refused, changed the database", shown, answer.text)
+        elif answer.refused:
+            unexplained = tables_changed(before) - self.asked(answer) - self.ran(tool, answer, last_execution)
+            if unexplained:
+                self.findings.add(tool, f"{way}, refused, changed the database", shown,
+                                  f"{answer.text} (changed: {', '.join('.'.join(t) for t in sorted(unexplained))})")
         return answer
 
     @staticmethod
     def asked(answer: Answer) -> frozenset[tuple[str, str]]:
         """A gatekeeper refusal that asks for a confirmation records the pending request it asks about."""
         return ASKED if isinstance(answer.payload, dict) and "confirmation" in answer.payload else frozenset()
+
+    @staticmethod
+    def ran(tool: str, answer: Answer, last_execution: int) -> frozenset[tuple[str, str]]:
+        """An action that ran and failed answers its own error payload (isError) and records exactly
+        that: failed action executions with the payload's code. It is not a refusal, so the record of
+        executions may change; every other row still may not."""
+        payload = answer.payload
+        if tool != "capabilities_execute" or not answer.is_error or not isinstance(payload, dict):
+            return frozenset()
+        code = payload.get("code")
+        if not isinstance(code, str) or code in REFUSED_BEFORE_RUNNING or "problems" in payload:
+            return frozenset()
+        recorded = set(Execution.objects.filter(pk__gt=last_execution).values_list("kind", "status", "error_code"))
+        return EXECUTED if recorded == {("action", "failed", code)} else frozenset()
 
     def within_budget(self) -> bool:
         return time.monotonic() - self.started < GENERATED_BUDGET
@@ -249,6 +298,8 @@ class Fuzzer:
             self.probe(tool, way, arguments)
 
         with_broken_arguments()
+        if tool == "capabilities_execute":
+            self.actions(tool)
         if tool.startswith("mcp_aql_"):
             @fuzz_settings(AQL_EXAMPLES)
             @given(aql_call(tool.removeprefix("mcp_aql_")))
@@ -256,6 +307,21 @@ class Fuzzer:
                 self.probe(tool, *case)
 
             with_operations()
+
+    def actions(self, tool: str) -> None:
+        """Every action of the catalogue executed with input drawn from its own input schema, so calls
+        get past the schema check to the executors."""
+        for action in Action.objects.select_related("integration").order_by("integration_id", "name"):
+            self.action(tool, action.full_name, action.input_schema)
+
+    def action(self, tool: str, name: str, input_schema: dict[str, Any]) -> None:
+        @fuzz_settings(ACTION_EXAMPLES)
+        @given(from_tool_schema(input_schema))
+        def with_its_input(input: dict[str, Any]) -> None:
+            a = self.probe(tool, f"action {name}", {"name": name, "input": input})
+            print("ACT", name, a.is_error, a.text[:150])
+
+        with_its_input()
 
     def config_texts(self, tool: str, schema: dict[str, Any]) -> None:
         """Odd YAML (alias bombs, deep nesting, tags, duplicate keys) wherever a tool takes YAML text."""
@@ -273,7 +339,14 @@ class Fuzzer:
 
 
 def seed(member) -> None:
+    call_command("sync_catalogue", stdout=StringIO())
+    # A curator's base URL is kept by later syncs; here it keeps every request on loopback.
+    Integration.objects.filter(kind=Integration.Kind.OPENAPI).update(base_url=CLOSED_PORT_URL)
     caller = Caller.trusted(member.user, via="command")
+    # Connected, so that executing their actions gets as far as their executors.
+    vault_connect(caller=caller, integration_id="webhook_tools", credentials={"secret": "seed-secret"})
+    vault_connect(caller=caller, integration_id="github_tools", credentials={"token": "seed-token"})
+    vault_connect(caller=caller, integration_id="email_tools", confirmed=True)
     project = project_register(caller=caller, path=ROOT, project_id="acme/shop")
     workflow_save(caller=caller, scope=Scope(owner=member.user, project=None), workflow_id="seed", source="global",
                   config=FLOW, overwrite=False)
@@ -286,9 +359,12 @@ def seed(member) -> None:
 
 @pytest.fixture
 def fuzzed_server(transactional_db, tmp_path):
-    """A hosted server without the per-token call limit: the fuzzer makes thousands of calls with one
-    token, and the limit itself is tested on its own (tests/live/test_live_limits.py)."""
-    with serve(tmp_path, CELERY_BROKER_URL="", ATRIUM_TOOL_CALLS_PER_MINUTE="0") as server:
+    """A hosted server without the per-token call limit or the capability execution limit: the fuzzer
+    makes thousands of calls with one token, and the limits are tested on their own
+    (tests/live/test_live_limits.py, tests/test_capability_execute.py). Its actions reach no host but
+    loopback, and mail goes to its log."""
+    with serve(tmp_path, CELERY_BROKER_URL="", ATRIUM_TOOL_CALLS_PER_MINUTE="0",
+               ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE="0", ATRIUM_HTTP_ALLOWED_HOSTS="", EMAIL_HOST="") as server:
         yield server
 
 
@@ -302,7 +378,8 @@ def test_no_tool_fails_inside_or_changes_anything_when_it_refuses(fuzzed_server)
     fuzzer = Fuzzer(session)
     try:
         tools = {t.name: t.inputSchema for t in session.tools}
-        assert set(tools) >= {"list_workflows", "mcp_aql_read", "search_docs", "start_workflow"}
+        assert set(tools) >= {"list_workflows", "mcp_aql_read", "search_docs", "start_workflow", "capabilities_execute",
+                              "vault"}
         try:
             for name in sorted(tools):
                 fuzzer.fuzz(name, tools[name])
@@ -319,5 +396,9 @@ def test_no_tool_fails_inside_or_changes_anything_when_it_refuses(fuzzed_server)
         skipped = f"\n(generated arguments skipped, out of time: {', '.join(fuzzer.skipped)})" if fuzzer.skipped else ""
         pytest.fail(f"{len(fuzzer.findings.found)} distinct failure(s):\n{fuzzer.findings.report()}{skipped}",
                     pytrace=False)
+    from collections import Counter
+    print("EXEC", Counter(Execution.objects.values_list("name", "status", "error_code")))
+    # Executing capabilities got past the input check to the executors: actions ran, and failed.
+    assert {"succeeded", "failed"} <= set(Execution.objects.values_list("status", flat=True))
     assert not fuzzer.skipped, f"out of time before generating arguments for {fuzzer.skipped}"
     assert fuzzer.calls > len(tools) * (SCHEMA_EXAMPLES + BROKEN_EXAMPLES) // 2

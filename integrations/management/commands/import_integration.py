@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from accounts.errors import DomainError
 from integrations.executors import ActionFailed
 from integrations.executors.transport import read_capped
-from integrations.openapi import MAX_DOCUMENT_BYTES, ImportReport, integration_import
+from integrations.openapi import MAX_DOCUMENT_BYTES, ImportReport
+from integrations.services import integration_document_import
 
 
 def _fetch(url: str) -> bytes:
@@ -58,8 +59,8 @@ class Command(BaseCommand):
                **options: Any) -> None:
         content = _fetch(document) if document.startswith(("http://", "https://")) else _read(Path(document))
         try:
-            report = integration_import(document=content, source=document, integration_id=integration_id,
-                                        server_url=server_url)
+            _, report = integration_document_import(document=content, source=document, integration_id=integration_id,
+                                                    server_url=server_url)
         except DomainError as exc:
             raise CommandError(exc.message) from exc
         self._summary(report)

@@ -303,7 +303,10 @@ def send(*, method: str, url: str | httpx.URL, allowlist: Allowlist, headers: Ma
     target = parse_url(str(url))
     extra = list(query)
     if extra:
-        target = target.copy_with(params=httpx.QueryParams(target.params.multi_items() + extra))
+        try:
+            target = target.copy_with(params=httpx.QueryParams(target.params.multi_items() + extra))
+        except httpx.InvalidURL as exc:  # e.g. a query past httpx's 64 KB limit on a URL component
+            raise ActionFailed(f"The request URL cannot be built: {exc}.", code="invalid_url") from None
     timeout = settings.ATRIUM_HTTP_TIMEOUT_SECONDS
     deadline = time.monotonic() + timeout
     outgoing = check_headers({"User-Agent": USER_AGENT, **(headers or {})})

@@ -513,3 +513,13 @@ def test_the_command_fails_clearly(db, tmp_path):
     with pytest.raises(CommandError, match=r"bad\.yaml: paths: the document has no operation"):
         call_command("import_integration", str(path))
     assert not Integration.objects.exists()
+
+
+def test_a_query_too_long_for_a_url_fails_as_the_actions_own_error_and_sends_nothing(db, fake_server, caller):
+    integration_import(document=shipped("github.yaml"), source="github.yaml", server_url=fake_server.url + "/")
+    with pytest.raises(ActionFailed) as failed:
+        run_action(action("github_tools", "repos_get_content"),
+                   {"owner": "octo", "repo": "hello", "path": "README.md", "ref": "x" * 100_000}, {"token": "t"},
+                   caller=caller)
+    assert failed.value.code == "invalid_url"
+    assert fake_server.received == []

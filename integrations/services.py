@@ -243,8 +243,10 @@ def _input_check(schema: dict[str, Any], value: dict[str, Any], name: str) -> No
                            code="invalid_input", extra={"problems": found})
 
 
+@transaction.atomic
 def _missing(caller: Caller, integrations: list[Integration]) -> list[dict[str, Any]]:
-    """How to connect each of these integrations that the caller has not connected."""
+    """How to connect each of these integrations that the caller has not connected. One transaction:
+    when one of them cannot be connected at all, the refusal leaves no link made for the others."""
     missing = []
     for integration in integrations:
         if integration.connection_required and not selectors.connected(caller=caller, integration=integration):

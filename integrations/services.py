@@ -111,8 +111,10 @@ def _skill_fields(fields: dict[str, Any]) -> dict[str, Any]:
             cleaned[key] = schemas.schema_check(cleaned[key] or {}, field=key)
     if "source_code" in cleaned:
         source = cleaned["source_code"]
-        if not isinstance(source, str) or not source.strip():
+        if not isinstance(source, str):
             raise InvalidInput("source_code is required.", code="invalid_input")
+        if not source.strip():
+            raise InvalidInput("source_code is blank: it must define run(input, atrium).", code="invalid_source")
         if len(source) > MAX_SKILL_SOURCE_CHARS:
             raise InvalidInput(f"source_code is longer than {MAX_SKILL_SOURCE_CHARS} characters.",
                                code="invalid_input")

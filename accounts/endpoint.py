@@ -39,7 +39,7 @@ from rest_framework.request import Request
 
 from accounts.authentication import BearerAuthentication, caller_from_request, protected_resource_metadata_url
 from accounts.input_bounds import MAX_MESSAGE_DEPTH, JsonRefused, json_parse
-from accounts.mcp_registry import TOOLS, missing_scope, tool_call, tool_list
+from accounts.mcp_registry import TOOLS, elicitation_modes, missing_scope, tool_call, tool_list
 from accounts.models import McpSession
 from accounts.ratelimit import tool_call_retry_after
 from accounts.selectors import mcp_session_find
@@ -97,16 +97,6 @@ def too_many_tool_calls(message_id: Any, retry_after: int) -> JsonResponse:
     )
     response["Retry-After"] = str(retry_after)
     return response
-
-
-def elicitation_modes(capabilities: Any) -> str:
-    """The elicitation modes a client declared at initialize, as "form", "url" or "form,url"; an
-    empty `elicitation` object means form only (2025-11-25)."""
-    declared = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
-    if not isinstance(declared, dict):
-        return ""
-    modes = [mode for mode in ("form", "url") if isinstance(declared.get(mode), dict)]
-    return ",".join(modes or ["form"])
 
 
 class McpEndpoint(MCPServerStreamableHttpView):

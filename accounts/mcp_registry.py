@@ -217,6 +217,16 @@ def _too_deep(name: str) -> InvalidInput:
                         code="invalid_arguments")
 
 
+def elicitation_modes(capabilities: Any) -> str:
+    """The elicitation modes a client declared at initialize, as "form", "url" or "form,url"; an
+    empty `elicitation` object means form only (2025-11-25)."""
+    declared = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    if not isinstance(declared, dict):
+        return ""
+    modes = [mode for mode in ("form", "url") if isinstance(declared.get(mode), dict)]
+    return ",".join(modes or ["form"])
+
+
 def current_caller() -> Caller | None:
     return getattr(django_request_ctx.get(None), "caller", None)
 
@@ -312,6 +322,14 @@ def install_guard(server: DjangoMCP) -> None:
         return tool_list(server, current_caller())
 
     async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
+        caller = current_caller()
+        if caller is not None and caller.session is not None and not caller.session.elicitation_modes:
+            # Over stdio the session is opened before the client's initialize; its capabilities
+            # are known from the SDK's session once it has run.
+            client = low.request_context.session.client_params
+            if client is not None:
+                caller.session.elicitation_modes = elicitation_modes(
+                    client.capabilities.model_dump(mode="json", exclude_none=True))
         result = await sync_to_async(tool_call)(server, request.params.name, request.params.arguments or {},
                                                 django_request_ctx.get(None))
         return types.ServerResult(result)

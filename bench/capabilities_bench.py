@@ -13,10 +13,16 @@ of queries (operators and plain questions), `limit` 20, per mode:
   `manage.py mcp_stdio` (skipped, with a note, if the server does not list the tool), and, for
   the floor, a bare SDK server (FastMCP, one echo tool) over stdio, with the ratio of the two.
 
+With stdio it also measures quality, on one more database holding the shipped catalogue as
+`sync_catalogue` writes it: each query of the evaluation set (tests/fixtures/capabilities_eval.yaml)
+through the tool over stdio in each mode with `limit` 3, counting the queries with an expected
+capability among the three hits, and timing those calls.
+
     .venv/bin/python bench/capabilities_bench.py [--sizes 1000,10000] [--calls 200]
         [--database-url postgres://postgres@127.0.0.1:5432/postgres] [--transports inprocess,stdio]
 
-With a PostgreSQL URL it creates and drops one database per size next to the one named.
+With a PostgreSQL URL it creates and drops one database per size (and one for the evaluation)
+next to the one named.
 """
 
 import argparse
@@ -32,13 +38,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from cryptography.fernet import Fernet
 from elements_bench import database_for, summary
-from harness import BASE_DIR, manage
+from harness import BASE_DIR, manage, server_env
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 MODES = ("keyword", "semantic", "hybrid")
+EVALUATION_SET = BASE_DIR / "tests" / "fixtures" / "capabilities_eval.yaml"
 ACTIONS_PER_INTEGRATION = 45
 # The words the catalogue's names and text are made of.
 VOCABULARY = {
@@ -74,6 +80,13 @@ def echo(text: str) -> str:
 
 server.run(transport="stdio")
 """
+
+
+def evaluation_set() -> list[dict]:
+    sys.path.insert(0, str(BASE_DIR))
+    import safeyaml
+
+    return safeyaml.load(EVALUATION_SET.read_text(), schema=safeyaml.CORE, bounds=safeyaml.Bounds())
 
 
 def sentence(rng: random.Random, words: int) -> str:
@@ -193,6 +206,28 @@ async def over_stdio(env: dict[str, str], calls: int) -> dict:
     return results
 
 
+async def evaluation(env: dict[str, str]) -> dict:
+    """Per mode, how many of the evaluation set's queries have an expected capability in the tool's
+    first three hits, and the latency of those calls (the shipped catalogue, over stdio)."""
+    queries = evaluation_set()
+    params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_stdio", "--user", "bench"],
+                                   cwd=str(BASE_DIR), env=env)
+    results: dict = {"queries": len(queries)}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        for mode in MODES:
+            found, samples = 0, []
+            for query in queries:
+                began = time.perf_counter()
+                result = await session.call_tool("capabilities_search",
+                                                 {"query": query["query"], "mode": mode, "limit": 3})
+                samples.append(time.perf_counter() - began)
+                assert not result.isError, result
+                found += any(hit["name"] in query["expected"] for hit in result.structuredContent["results"])
+            results[mode] = {"top3": found, "top3_rate": round(found / len(queries), 3), **summary(samples)}
+    return results
+
+
 async def bare_floor(workdir: Path, calls: int) -> dict:
     script = workdir / "bare_server.py"
     script.write_text(BARE_SERVER)
@@ -246,10 +281,7 @@ def main() -> None:
             report["bare_sdk_stdio_echo"] = asyncio.run(bare_floor(workdir, args.calls))
         for size in (int(s) for s in args.sizes.split(",")):
             url, drop = database_for(args.database_url, f"capabilities_{size}", workdir)
-            env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING",
-                   "PYTHONWARNINGS": "ignore::UserWarning", "DATABASE_URL": url, "ATRIUM_TOOL_CALLS_PER_MINUTE": "0",
-                   "ATRIUM_VAULT_KEYS": os.environ.get("ATRIUM_VAULT_KEYS") or Fernet.generate_key().decode(),
-                   "BENCH_SIZE": str(size), "BENCH_CALLS": str(args.calls)}
+            env = server_env(url, BENCH_SIZE=str(size), BENCH_CALLS=str(args.calls))
             try:
                 manage(env, "migrate", "--no-input")
                 manage(env, "issue_token", "bench", "--create-user")
@@ -266,6 +298,17 @@ def main() -> None:
                                                       for mode in MODES}
                 report["sizes"][size] = entry
                 print(json.dumps({size: entry}), file=sys.stderr)
+            finally:
+                drop()
+        if "stdio" in args.transports:
+            url, drop = database_for(args.database_url, "capabilities_eval", workdir)
+            env = server_env(url)
+            try:
+                manage(env, "migrate", "--no-input")
+                manage(env, "sync_catalogue")
+                manage(env, "issue_token", "bench", "--create-user")
+                report["evaluation"] = asyncio.run(evaluation(env))
+                print(json.dumps({"evaluation": report["evaluation"]}), file=sys.stderr)
             finally:
                 drop()
     finally:

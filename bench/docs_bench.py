@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from elements_bench import database_for, summary
-from harness import BASE_DIR, manage
+from harness import BASE_DIR, manage, server_env
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -72,8 +72,7 @@ def main() -> None:
     report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
               "database": "postgresql" if args.database_url else "sqlite"}
     url, drop = database_for(args.database_url, 1, workdir)
-    env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING", "DATABASE_URL": url,
-           "PYTHONWARNINGS": "ignore::UserWarning", "ATRIUM_TOOL_CALLS_PER_MINUTE": "0"}
+    env = server_env(url)
     try:
         manage(env, "migrate", "--no-input")
         manage(env, "import_docs")

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import httpx
-from harness import BASE_DIR, free_port, manage, memory_mib
+from harness import BASE_DIR, free_port, manage, memory_mib, server_env
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -177,9 +177,7 @@ def main() -> None:
     try:
         for size in (int(s) for s in args.sizes.split(",")):
             url, drop = database_for(args.database_url, size, workdir)
-            env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING",
-                   "PYTHONWARNINGS": "ignore::UserWarning", "DATABASE_URL": url, "ATRIUM_AUTH_FAILURE_LIMIT": "1000000",
-                   "ATRIUM_TOOL_CALLS_PER_MINUTE": "0", "BENCH_SIZE": str(size)}
+            env = server_env(url, BENCH_SIZE=str(size))
             try:
                 manage(env, "migrate", "--no-input")
                 token = manage(env, "issue_token", "bench", "--create-user").strip().splitlines()[-1]

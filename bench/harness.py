@@ -1,11 +1,18 @@
-"""What the benchmarks share: the project's paths, free ports, process memory, manage.py."""
+"""What the benchmarks share: the project's paths, the servers' environment, free ports, process memory,
+manage.py."""
 
+import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Without DEBUG a server refuses to start with no vault key. A benchmark seals nothing it keeps, so one
+# key made for this run serves its processes unless the environment names one.
+VAULT_KEYS = os.environ.get("ATRIUM_VAULT_KEYS") or Fernet.generate_key().decode()
 
 # The workflow the run benchmarks drive: an AI step, a judge that approves it, the end.
 REVIEW_LOOP = """\
@@ -22,6 +29,14 @@ nodes:
   done: {type: end, output: "{{ draft.output }}"}
 """
 APPROVE = '{"verdict": "approve", "reasoning": "fine"}'
+
+
+def server_env(database_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a benchmark's server processes: production settings (DEBUG off) on
+    `database_url`, quiet logs, no per-user call limits, plus `extra`."""
+    return {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING",
+            "PYTHONWARNINGS": "ignore::UserWarning", "DATABASE_URL": database_url, "ATRIUM_VAULT_KEYS": VAULT_KEYS,
+            "ATRIUM_AUTH_FAILURE_LIMIT": "1000000", "ATRIUM_TOOL_CALLS_PER_MINUTE": "0", **extra}
 
 
 def free_port() -> int:

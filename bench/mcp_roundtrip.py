@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-from harness import BASE_DIR, free_port, manage, memory_mib
+from harness import BASE_DIR, free_port, manage, memory_mib, server_env
 
 ACCEPT = "application/json, text/event-stream"
 
@@ -77,11 +77,8 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-", dir=BASE_DIR / "var"))
     port = free_port()
-    env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING",
-           "PYTHONWARNINGS": "ignore::UserWarning",
-           "DATABASE_URL": args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}",
-           "ATRIUM_PUBLIC_URL": f"http://127.0.0.1:{port}", "ATRIUM_AUTH_FAILURE_LIMIT": "1000000",
-           "ATRIUM_TOOL_CALLS_PER_MINUTE": "0"}
+    env = server_env(args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}",
+                     ATRIUM_PUBLIC_URL=f"http://127.0.0.1:{port}")
     manage(env, "migrate", "--no-input")
     token = manage(env, "issue_token", "bench", "--create-user", "--label", "bench").strip().splitlines()[-1]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 from elements_bench import database_for, summary
-from harness import APPROVE, BASE_DIR, REVIEW_LOOP, free_port, manage
+from harness import APPROVE, BASE_DIR, REVIEW_LOOP, free_port, manage, server_env
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -87,9 +87,7 @@ def main() -> None:
     report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
               "database": "postgresql" if args.database_url else "sqlite", "results": []}
     url, drop = database_for(args.database_url, 0, workdir)
-    env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING", "DATABASE_URL": url,
-           "PYTHONWARNINGS": "ignore::UserWarning", "ATRIUM_AUTH_FAILURE_LIMIT": "1000000",
-           "ATRIUM_TOOL_CALLS_PER_MINUTE": "0"}
+    env = server_env(url)
     try:
         manage(env, "migrate", "--no-input")
         token = manage(env, "issue_token", "bench", "--create-user").strip().splitlines()[-1]

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import httpx
 from elements_bench import database_for, summary
-from harness import APPROVE, BASE_DIR, REVIEW_LOOP, free_port, manage
+from harness import APPROVE, BASE_DIR, REVIEW_LOOP, free_port, manage, server_env
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -218,7 +218,7 @@ def wait_for(url: str, process: subprocess.Popen, log: Path) -> None:
 
 def verify(ledger: Ledger, env: dict[str, str]) -> dict:
     """Read the rows back: every acknowledged write exactly once, every run stepped exactly once."""
-    os.environ.update({k: env[k] for k in ("DATABASE_URL", "SECRET_KEY", "DEBUG")})
+    os.environ.update({k: env[k] for k in ("DATABASE_URL", "SECRET_KEY", "DEBUG", "ATRIUM_VAULT_KEYS")})
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     sys.path.insert(0, str(BASE_DIR))
     import django
@@ -281,11 +281,9 @@ def main() -> None:
     url, drop = database_for(args.database_url, 0, workdir)
     port = free_port()
     public = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING", "DATABASE_URL": url,
-           "CELERY_BROKER_URL": args.broker_url, "CACHE_URL": args.broker_url.rsplit("/", 1)[0] + "/15",
-           "PYTHONWARNINGS": "ignore::UserWarning", "ATRIUM_AUTH_FAILURE_LIMIT": "1000000",
-           "ATRIUM_TOOL_CALLS_PER_MINUTE": "1000000", "WEB_CONCURRENCY": args.web_concurrency,
-           "PORT": str(port), "ATRIUM_PUBLIC_URL": public}
+    env = server_env(url, CELERY_BROKER_URL=args.broker_url, CACHE_URL=args.broker_url.rsplit("/", 1)[0] + "/15",
+                     ATRIUM_TOOL_CALLS_PER_MINUTE="1000000", WEB_CONCURRENCY=args.web_concurrency, PORT=str(port),
+                     ATRIUM_PUBLIC_URL=public)
     report: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
                     "clients": args.clients, "seconds": args.seconds}
     processes: list[subprocess.Popen] = []

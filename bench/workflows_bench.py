@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from elements_bench import database_for, summary
-from harness import BASE_DIR, REVIEW_LOOP, manage
+from harness import BASE_DIR, REVIEW_LOOP, manage, server_env
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -109,9 +109,7 @@ def main() -> None:
     try:
         for size in (int(s) for s in args.sizes.split(",")):
             url, drop = database_for(args.database_url, size, workdir)
-            env = {**os.environ, "SECRET_KEY": "bench-only", "DEBUG": "0", "LOG_LEVEL": "WARNING",
-                   "PYTHONWARNINGS": "ignore::UserWarning", "DATABASE_URL": url, "BENCH_SIZE": str(size),
-                   "BENCH_SMALL": REVIEW_LOOP, "ATRIUM_TOOL_CALLS_PER_MINUTE": "0"}
+            env = server_env(url, BENCH_SIZE=str(size), BENCH_SMALL=REVIEW_LOOP)
             try:
                 manage(env, "migrate", "--no-input")
                 manage(env, "issue_token", "bench", "--create-user")

@@ -372,6 +372,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-credentials": {"task": "accounts.tasks.purge_expired", "schedule": 3600.0},
     "reap-scripts": {"task": "runs.tasks.scripts_reap", "schedule": 60.0},
+    "reap-skill-executions": {"task": "integrations.tasks.executions_reap", "schedule": 60.0},
 }
 
 # Script nodes: how long a web request waits for a script before answering with the run
@@ -381,6 +382,9 @@ CELERY_BEAT_SCHEDULE = {
 ATRIUM_SCRIPT_WAIT_SECONDS = float(os.environ.get("ATRIUM_SCRIPT_WAIT_SECONDS", "10"))
 ATRIUM_SCRIPT_CONCURRENCY_PER_USER = int(os.environ.get("ATRIUM_SCRIPT_CONCURRENCY_PER_USER", "4"))
 ATRIUM_SCRIPT_LEASE_GRACE_SECONDS = float(os.environ.get("ATRIUM_SCRIPT_LEASE_GRACE_SECONDS", "60"))
+# How many of one user's executable skills run at once; past it capabilities_execute answers
+# rate_limited. 0 turns the limit off.
+ATRIUM_SKILL_CONCURRENCY_PER_USER = int(os.environ.get("ATRIUM_SKILL_CONCURRENCY_PER_USER", "4"))
 
 LOGGING = {
     "version": 1,

@@ -36,22 +36,31 @@ REFILL = [
 ]
 
 
-def ensure_sqlite_search_index(connection: BaseDatabaseWrapper) -> bool:
-    """Create what is missing; returns whether the index had to be refilled."""
+def sqlite_index_ensure(connection: BaseDatabaseWrapper, *, source_table: str, tables: list[str],
+                        triggers: dict[str, str], refill: list[str]) -> bool:
+    """Create the full-text tables and the triggers over `source_table` that are missing, refilling
+    the tables when a trigger was; returns whether they were refilled. The same for every app's
+    SQLite full-text index."""
     if connection.vendor != "sqlite":
         return False
     with connection.cursor() as cursor:
-        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'elements_element'")
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = %s", [source_table])
         if cursor.fetchone() is None:
-            return False  # elements not migrated yet
-        for statement in TABLES:
+            return False  # the app is not migrated yet
+        for statement in tables:
             cursor.execute(statement)
         cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
         present = {row[0] for row in cursor.fetchall()}
-        missing = [name for name in TRIGGERS if name not in present]
+        missing = [name for name in triggers if name not in present]
         for name in missing:
-            cursor.execute(TRIGGERS[name])
+            cursor.execute(triggers[name])
         if missing:
-            for statement in REFILL:
+            for statement in refill:
                 cursor.execute(statement)
     return bool(missing)
+
+
+def ensure_sqlite_search_index(connection: BaseDatabaseWrapper) -> bool:
+    """Create what is missing; returns whether the index had to be refilled."""
+    return sqlite_index_ensure(connection, source_table="elements_element", tables=TABLES, triggers=TRIGGERS,
+                               refill=REFILL)

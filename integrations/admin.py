@@ -25,7 +25,7 @@ MAX_UPLOAD_BYTES = 2 * 1024 * 1024
 
 class IntegrationForm(forms.ModelForm):
     base_url = forms.URLField(required=False, max_length=500, assume_scheme="https",
-                              help_text="Where an imported integration's actions send their requests.")
+                              help_text="Where an imported integration's actions are sent.")
     client_secret = forms.CharField(
         required=False, strip=False, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
         help_text="The OAuth client secret (oauth2 integrations). Stored sealed; leave empty to keep the current one.")
@@ -87,6 +87,15 @@ class IntegrationAdmin(AuditedAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # integrations come from code (sync_catalogue) or an OpenAPI import
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Integration | None = None) -> list[str]:
+        # A built-in integration's text and auth are its code's: sync_catalogue writes them on every
+        # deploy, so an edit here would silently go. Curators may still switch it off.
+        fixed = list(self.readonly_fields)
+        if obj is not None and obj.kind == Integration.Kind.BUILTIN:
+            fixed += ["name", "description", "category", "agent_instructions", "auth_scheme", "auth_config",
+                      "connection_required", "first_party"]
+        return fixed
+
     def save_model(self, request: HttpRequest, obj: Integration, form: IntegrationForm, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if form.cleaned_data.get("client_secret"):
@@ -116,9 +125,7 @@ class IntegrationAdmin(AuditedAdmin):
                     form.add_error(None, exc.message)
                 else:
                     self._audit(request, "import", integration, f"from {upload.name}")
-                    self.message_user(request, f"Imported {integration.id}: {len(report.created)} actions created, "
-                                               f"{len(report.updated)} updated, {len(report.removed)} removed, "
-                                               f"{len(report.skipped)} operations skipped.", messages.SUCCESS)
+                    self.message_user(request, f"Imported {integration.id}: {report.summary()}.", messages.SUCCESS)
                     return HttpResponseRedirect(reverse("admin:integrations_integration_change",
                                                         args=[integration.pk]))
         return TemplateResponse(request, "integrations/admin/import.html", {
@@ -219,8 +226,21 @@ class SkillAdmin(admin.ModelAdmin):
             services.skill_delete(caller=admin_caller(request), skill=skill)
 
 
+class RecordAdmin(admin.ModelAdmin):
+    """Rows curators read but never write here: they are what users and executions left behind."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Connection)
-class ConnectionAdmin(admin.ModelAdmin):
+class ConnectionAdmin(RecordAdmin):
     """State only: which user connected what and when. The sealed credentials are never shown."""
 
     list_display = ["user", "integration", "state", "connected_at", "last_used_at", "expires_at"]
@@ -230,18 +250,9 @@ class ConnectionAdmin(admin.ModelAdmin):
               "expires_at"]
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(Execution)
-class ExecutionAdmin(admin.ModelAdmin):
+class ExecutionAdmin(RecordAdmin):
     list_display = ["name", "user", "kind", "status", "error_code", "duration_ms", "via", "started_at"]
     list_filter = ["status", "kind", "via", "integration"]
     search_fields = ["name", "user__username", "error_code"]
@@ -250,12 +261,3 @@ class ExecutionAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Execution._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

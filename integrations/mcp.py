@@ -102,8 +102,8 @@ class CapabilityTools(Toolset):
         answer, with no timing fields; its error is its error payload, never retried as a skill); otherwise,
         and for plain names, the skill of that name, answering {success, output?, error?, executionTimeMs}.
         Input is checked against the inputSchema first (invalid_input with `problems`). When an integration it
-        needs is not connected nothing runs: the answer (not an error) is status connection_required (a skill:
-        success false, code connection_required) with `missingIntegrations`, each with a connectUrl for the user
+        needs is not connected nothing runs: the answer (not an error) is status connection_required (a skill's
+        also success false) with `missingIntegrations`, each with a connectUrl for the user
         to open; clients that declare URL elicitation get that instead."""
         outcome = services.capability_execute(caller=self.caller, name=name, input=input)
         missing = outcome.payload.get("missingIntegrations") if isinstance(outcome.payload, dict) else None

@@ -69,6 +69,7 @@ _PLAIN_KEY = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$-]*$")
 
 @dataclass
 class ImportReport:
+    integration: Integration = field(repr=False)
     integration_id: str
     integration_created: bool
     name: str
@@ -79,6 +80,11 @@ class ImportReport:
     unchanged: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "METHOD /path: why"
+
+    def summary(self) -> str:
+        counts = {"created": self.created, "updated": self.updated, "removed": self.removed,
+                  "skipped": self.skipped}
+        return ", ".join(f"{len(names)} action(s) {what}" for what, names in counts.items() if names) or "no change"
 
 
 @dataclass(frozen=True)
@@ -659,11 +665,15 @@ def integration_import(*, document: str | bytes, source: str, integration_id: st
     integration.auth_scheme = parsed.auth_scheme
     integration.auth_config = auth_config
     integration.connection_required = parsed.auth_scheme != AuthScheme.NONE
-    integration.base_url = parsed.base_url
+    # A curator may point an imported integration at another server (an enterprise install, a
+    # proxy); importing the document again keeps that unless the import names a server itself.
+    if created or server_url or not integration.base_url:
+        integration.base_url = parsed.base_url
     integration.source_document = parsed.text
     integration.save(force_insert=created)
-    report = ImportReport(integration_id=parsed.id, integration_created=created, name=parsed.name,
-                          base_url=parsed.base_url, auth_scheme=parsed.auth_scheme, skipped=parsed.skipped)
+    report = ImportReport(integration=integration, integration_id=parsed.id, integration_created=created,
+                          name=parsed.name, base_url=integration.base_url, auth_scheme=parsed.auth_scheme,
+                          skipped=parsed.skipped)
     existing = {action.name: action for action in integration.actions.select_for_update()}
     for spec in parsed.actions:
         fields = {"description": spec.description, "input_schema": spec.input_schema,

@@ -78,12 +78,19 @@ def schema_check(schema: Any, *, field: str) -> dict[str, Any]:
     return schema
 
 
-def problems(schema: dict[str, Any], value: Any) -> list[str]:
-    """Where `value` breaks `schema`, as "path: message" lines (at most MAX_PROBLEMS); [] when it fits."""
+def problems(schema: dict[str, Any], value: Any, *, label: str = "input", root: bool = False) -> list[str]:
+    """Where `value` breaks `schema`, as "path: message" lines (at most MAX_PROBLEMS); [] when it fits.
+    A path is named from inside `label` ("text: ..."), or with `root` from `label` itself
+    ("output.text: ...")."""
     if not schema:
         return []
     try:
         found = sorted(Validator(schema).iter_errors(value), key=lambda e: list(map(str, e.path)))
     except SchemaError as exc:
-        return [f"the schema itself is invalid: {exc.message}"]
-    return [f"{'.'.join(map(str, e.path)) or 'input'}: {e.message}" for e in found[:MAX_PROBLEMS]]
+        return [f"the {label} schema itself is invalid: {exc.message}"]
+    lines = []
+    for error in found[:MAX_PROBLEMS]:
+        path = [str(p) for p in error.path]
+        where = ".".join([label, *path]) if root else ".".join(path) or label
+        lines.append(f"{where}: {error.message}")
+    return lines

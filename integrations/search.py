@@ -82,8 +82,11 @@ def _integration_rows(integrations: list[Integration]) -> Iterator[Capability]:
                                                                              "integration_id"):
         actions[action.integration_id].append(action)
     for integration in integrations:
+        # Its agent instructions (how to name things, connect, read errors) stay out: they were most of
+        # an integration's text, so they outweighed what it does, and a bare "slack" ranked Slack's
+        # actions above Slack. The word "integration" is in, for "the github integration".
         yield _row(Capability.Type.INTEGRATION, integration.pk, integration.description, integration=integration,
-                   texts=(integration.name, integration.description, integration.agent_instructions))
+                   texts=("integration", integration.name, integration.description))
         for action in actions[integration.pk]:
             yield _row(Capability.Type.ACTION, f"{integration.pk}.{action.name}", action.description,
                        integration=integration, action=action,

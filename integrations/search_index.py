@@ -11,6 +11,8 @@ diacritics are kept because PostgreSQL keeps them.
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from elements.search_index import sqlite_index_ensure
+
 TABLE = ("CREATE VIRTUAL TABLE IF NOT EXISTS capability_document USING fts5("
          "name, document, prefix='2 3', tokenize='unicode61 remove_diacritics 0')")
 TRIGGERS = {
@@ -32,19 +34,5 @@ REFILL = [
 
 def ensure_sqlite_capability_index(connection: BaseDatabaseWrapper) -> bool:
     """Create what is missing; returns whether the table had to be refilled."""
-    if connection.vendor != "sqlite":
-        return False
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'integrations_capability'")
-        if cursor.fetchone() is None:
-            return False  # integrations not migrated yet
-        cursor.execute(TABLE)
-        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-        present = {row[0] for row in cursor.fetchall()}
-        missing = [name for name in TRIGGERS if name not in present]
-        for name in missing:
-            cursor.execute(TRIGGERS[name])
-        if missing:
-            for statement in REFILL:
-                cursor.execute(statement)
-    return bool(missing)
+    return sqlite_index_ensure(connection, source_table="integrations_capability", tables=[TABLE],
+                               triggers=TRIGGERS, refill=REFILL)

@@ -14,9 +14,11 @@ import functools
 import logging
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -79,13 +81,18 @@ def _spec_apply(spec: IntegrationSpec) -> Integration:
 @transaction.atomic
 def catalogue_sync(*, documents: list[Path] | None = None) -> dict[str, list[str]]:
     """Write the built-in integrations and import the shipped OpenAPI documents (or `documents`),
-    then bring the search index up to date. Curators' changes to imported integrations (base URL,
-    client secret, enabled) are kept: an import changes only what the document says."""
+    then bring the search index up to date. A document already imported as it is now is left alone,
+    so what curators changed in admin stays until the document itself changes; an import keeps their
+    base URL, OAuth client and the enabled flag in any case."""
     builtin = [_spec_apply(spec) for spec in catalogue.builtin_specs()]
     imported = []
     for path in catalogue.shipped_documents() if documents is None else documents:
-        report = integration_import(document=path.read_bytes(), source=str(path))
-        imported.append(Integration.objects.get(pk=report.integration_id))
+        text = path.read_bytes()
+        current = Integration.objects.filter(kind=Integration.Kind.OPENAPI,
+                                             source_document=text.decode("utf-8-sig")).first()
+        if current is None:
+            current = integration_import(document=text, source=path.name).integration
+        imported.append(current)
     search.index_refresh(integrations=[*builtin, *imported], skills=Skill.objects.filter(owner__isnull=True))
     return {"builtin": [i.id for i in builtin], "imported": [i.id for i in imported]}
 
@@ -97,9 +104,8 @@ def integration_document_import(*, document: str | bytes, source: str, integrati
     the admin's Import and `manage.py import_integration` do: imported, it is found at once."""
     report = integration_import(document=document, source=source, integration_id=integration_id,
                                 server_url=server_url)
-    integration = Integration.objects.get(pk=report.integration_id)
-    search.index_refresh(integrations=[integration])
-    return integration, report
+    search.index_refresh(integrations=[report.integration])
+    return report.integration, report
 
 
 # --- skills ----------------------------------------------------------------------------------------
@@ -304,17 +310,64 @@ def _rate_check(caller: Caller) -> None:
                           extra={"retryAfter": retry_after})
 
 
+def _reap_deadline(execution: Execution) -> Any:
+    timeout = execution.skill.timeout_seconds if execution.skill is not None else MAX_SKILL_TIMEOUT_SECONDS
+    return execution.started_at + timedelta(seconds=timeout + settings.ATRIUM_SCRIPT_LEASE_GRACE_SECONDS)
+
+
+def executions_reap(*, user_id: int | None = None) -> int:
+    """Fail skill executions still `running` well past their timeout: their worker (or the web process
+    supervising them) died, and nobody else will ever record their end. Returns how many."""
+    now = timezone.now()
+    stale = Execution.objects.filter(kind=Execution.Kind.SKILL, status=Execution.Status.RUNNING,
+                                     started_at__lt=now - timedelta(seconds=settings.ATRIUM_SCRIPT_LEASE_GRACE_SECONDS))
+    if user_id is not None:
+        stale = stale.filter(user_id=user_id)
+    reaped = 0
+    for execution in stale.select_related("skill"):
+        if _reap_deadline(execution) > now:
+            continue
+        with transaction.atomic():
+            # Locked and checked again: the worker may record its result at this very moment.
+            locked = Execution.objects.select_for_update().get(pk=execution.pk)
+            if locked.status != Execution.Status.RUNNING:
+                continue
+            error = "The skill's worker was lost before it reported a result."
+            locked.status, locked.error_code, locked.error = Execution.Status.FAILED, "worker_lost", error
+            locked.finished_at = now
+            locked.duration_ms = round((now - locked.started_at).total_seconds() * 1000)
+            locked.result = {"success": False, "error": error, "executionTimeMs": locked.duration_ms}
+            locked.save(update_fields=["status", "error_code", "error", "finished_at", "duration_ms", "result"])
+            reaped += 1
+    return reaped
+
+
+@transaction.atomic
+def skill_execution_claim(*, caller: Caller, skill: Skill, input: dict[str, Any]) -> Execution:
+    """The Execution row a skill runs under, if the caller has a slot: at most
+    ATRIUM_SKILL_CONCURRENCY_PER_USER of one user's skills run at once."""
+    # The user's row is the lock: without it, two requests could both count a free slot and take it.
+    type(caller.user).objects.select_for_update().filter(pk=caller.user.pk).first()
+    running = Execution.objects.filter(user=caller.user, kind=Execution.Kind.SKILL,
+                                       status=Execution.Status.RUNNING).count()
+    limit = settings.ATRIUM_SKILL_CONCURRENCY_PER_USER
+    if limit and running >= limit:
+        raise RateLimited(f"{running} of your skills are running, the most at once; try again when one ends.",
+                          extra={"retryAfter": 5})
+    return Execution.objects.create(user=caller.user, name=skill.name, kind=Execution.Kind.SKILL, skill=skill,
+                                    via=caller.via, credential=caller.credential[:200], input_keys=sorted(input)[:50])
+
+
 def _skill_execute(*, caller: Caller, skill: Skill, input: dict[str, Any]) -> Outcome:
     started = time.monotonic()
     _input_check(skill.input_schema, input, skill.name)
     missing = _missing(caller, list(skill.integrations.all()))
     if missing:
         exc = _not_connected(missing)
-        return Outcome({"success": False, "error": exc.message, "code": exc.code, "executionTimeMs": 0,
-                        **exc.extra})
-    execution = Execution.objects.create(user=caller.user, name=skill.name, kind=Execution.Kind.SKILL, skill=skill,
-                                         via=caller.via, credential=caller.credential[:200],
-                                         input_keys=sorted(input)[:50])
+        return Outcome({"success": False, "status": "connection_required", "error": exc.message,
+                        "code": exc.code, "executionTimeMs": 0, **exc.extra})
+    executions_reap(user_id=caller.user.pk)  # a dead worker's execution must not hold a slot for ever
+    execution = skill_execution_claim(caller=caller, skill=skill, input=input)
     result = skills.skill_dispatch(caller=caller, skill=skill, input=input, execution=execution,
                                    call_action=functools.partial(action_execute, caller=caller),
                                    wait_seconds=SKILL_WAIT_SECONDS)

@@ -54,7 +54,6 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
-from jsonschema.exceptions import SchemaError
 from oauth2_provider.models import AccessToken
 
 from accounts.caller import Caller
@@ -72,7 +71,6 @@ RUNTIME_FILES = ("run_skill.py", "atrium.py")
 # The system's interpreter: the server's own (a venv) is not inside the sandbox.
 PYTHON = "/usr/bin/python3"
 SKILL_MEMORY_MB = 512
-MAX_PROBLEMS = 10
 # How the request polls the Execution row a worker will write: quickly at first, then every 250 ms.
 POLL_FIRST_SECONDS = 0.05
 POLL_MAX_SECONDS = 0.25
@@ -173,16 +171,6 @@ def _reported(stdout: str) -> dict[str, Any] | None:
     return reported if isinstance(reported, dict) and "ok" in reported else None
 
 
-def _output_problems(schema: dict[str, Any], output: Any) -> list[str]:
-    if not schema:
-        return []
-    try:
-        found = sorted(schemas.Validator(schema).iter_errors(output), key=lambda e: list(map(str, e.path)))
-    except SchemaError as exc:
-        return [f"the output schema itself is invalid: {exc.message}"]
-    return [".".join(["output", *map(str, e.path)]) + f": {e.message}" for e in found[:MAX_PROBLEMS]]
-
-
 def _interpret(result: sandbox.ScriptResult, output_schema: dict[str, Any]) -> _Outcome:
     if result.refused is not None:
         return _Outcome(error=result.refused, code="sandbox_unavailable", refused=True)
@@ -200,7 +188,7 @@ def _interpret(result: sandbox.ScriptResult, output_schema: dict[str, Any]) -> _
             error += f"\n{reported['traceback']}"
         return _Outcome(error=error, code="skill_error")
     output = reported.get("output")
-    problems = _output_problems(output_schema, output)
+    problems = schemas.problems(output_schema, output, label="output", root=True)
     if problems:
         return _Outcome(error=f"The skill's output does not match its output schema: {'; '.join(problems)}.",
                         code="output_invalid")

@@ -189,6 +189,76 @@ def test_a_client_with_url_elicitation_is_sent_to_the_connect_page(catalogue, al
     assert answer["error"]["code"] == -32042
 
 
+CALLING_SKILL = """\
+import atrium
+
+
+def run(input, atrium_client):
+    echoed = atrium_client.call("keyed_tools.echo", {"text": input["text"]})
+    try:
+        atrium_client.call("open_tools.echo", {"text": "not declared"})
+    except atrium.ActionError as exc:
+        refused = exc.code
+    return {"echoed": echoed, "refused": refused}
+"""
+
+
+def test_a_skill_calls_an_action_of_a_connected_integration_inside_the_sandbox(catalogue, alice, alice_mcp):
+    skill = Skill.objects.create(owner=alice.user, name="relay", source_code=CALLING_SKILL,
+                                 input_schema={"type": "object", "required": ["text"]})
+    skill.integrations.set([catalogue["keyed"]])
+    error, payload = execute(alice_mcp, "relay", {"text": "hi"})
+    assert error is False and payload["status"] == "connection_required"
+    assert payload["success"] is False and payload["missingIntegrations"][0]["integrationId"] == "keyed_tools"
+    assert CALLS == []
+
+    connect(alice, catalogue["keyed"])
+    error, payload = execute(alice_mcp, "relay", {"text": "hi"})
+    assert error is False, payload
+    # The action ran in the server with alice's credentials; only its output entered the sandbox.
+    assert payload["output"] == {"echoed": {"echo": "hi", "token": True}, "refused": "integration_not_declared"}
+    assert CALLS == [{"action": "keyed_tools.echo", "input": {"text": "hi"},
+                      "credentials": {"token": "tok-secret-1234"}}]
+    run = Execution.objects.get(kind="skill", status="succeeded")
+    assert [(c.name, c.status) for c in run.calls.all()] == [("keyed_tools.echo", "succeeded")]
+
+    alice_mcp.call_expecting_success("vault", {"action": "disconnect", "integrationId": "keyed_tools"})
+    error, payload = execute(alice_mcp, "relay", {"text": "again"})
+    assert payload["success"] is False and payload["code"] == "connection_required"
+    assert len(CALLS) == 1
+
+
+def test_a_skill_whose_worker_died_is_failed_by_the_reaper_and_frees_its_slot(catalogue, alice, alice_mcp, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from integrations.tasks import executions_reap
+
+    settings.ATRIUM_SKILL_CONCURRENCY_PER_USER = 1
+    skill = Skill.objects.get(name="open_tools.only_skill")
+    lost = Execution.objects.create(user=alice.user, name=skill.name, kind="skill", skill=skill, via="mcp")
+    error, payload = execute(alice_mcp, "open_tools.only_skill")
+    assert error is True and payload["code"] == "rate_limited"  # the one slot is taken
+    assert executions_reap() == 0  # not yet past its timeout and the grace
+    Execution.objects.filter(pk=lost.pk).update(started_at=timezone.now() - timedelta(seconds=skill.timeout_seconds
+                                                                                       + 61))
+    assert executions_reap() == 1
+    lost.refresh_from_db()
+    assert (lost.status, lost.error_code, lost.result["success"]) == ("failed", "worker_lost", False)
+    error, payload = execute(alice_mcp, "open_tools.only_skill")
+    assert error is False and payload["success"] is True
+
+
+
+def test_the_execution_reaper_is_scheduled(settings):
+    from config.celery import app
+    from integrations import tasks
+
+    task = settings.CELERY_BEAT_SCHEDULE["reap-skill-executions"]["task"]
+    assert task == tasks.executions_reap.name and task in app.tasks
+
+
 def test_a_skill_whose_integration_cannot_be_connected_leaves_no_connect_link_behind(catalogue, alice_mcp):
     unconfigured = Integration.objects.create(id="zulip_tools", name="Zulip", auth_scheme="oauth2")
     skill = Skill.objects.create(name="needs_both", source_code=SKILL_SOURCE)

@@ -84,8 +84,7 @@ def test_refresh_indexes_each_integration_action_and_skill(catalogue, alice):
     integration = rows["github_tools"]
     assert (integration.type, integration.integration_id, integration.category, integration.owner_id) == (
         "integration", "github_tools", "developer", None)
-    assert integration.document == ("github tools github code hosting repositories and their collaborators "
-                                    "name a repository as owner repo")
+    assert integration.document == "github tools integration github code hosting repositories and their collaborators"
     action = rows["gmail_tools.send_email"]
     assert (action.type, action.integration_id, action.category, action.description, action.action.name) == (
         "action", "gmail_tools", "communication", "Send an email message to recipients.", "send_email")

@@ -174,7 +174,7 @@ def test_the_import_view_creates_the_integration_with_its_actions(curator, clien
     audit = AuditEvent.objects.get(action="integration.import")
     assert audit.actor == curator and "weather_tools" in audit.target
     shown = client.get(done["Location"])
-    assert "Imported weather_tools: 2 actions created" in " ".join(str(m) for m in shown.context["messages"])
+    assert "Imported weather_tools: 2 action(s) created" in " ".join(str(m) for m in shown.context["messages"])
 
 
 def test_an_import_of_a_broken_document_says_why_and_writes_nothing(curator, client):

@@ -8,6 +8,7 @@ import sys
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import McpError
 
 from accounts.models import McpSession
 from accounts.scopes import ALL_SCOPES
@@ -63,3 +64,32 @@ def test_stdio_resolves_cwd_on_the_users_own_disk(db, tmp_path):
     assert created == {"id": "local", "source": "repo", "path": str(repo / ".atrium" / "workflows" / "local.yaml")}
     assert (repo / ".atrium" / "workflows" / "local.yaml").read_text().startswith("name: local\n")
     assert [(w["id"], w["source"]) for w in listed] == [("local", "repo")]
+
+
+async def stdio_vault_connect(username: str, *, url_elicitation: bool) -> tuple[bool, object]:
+    async def elicit(context, params):  # declaring a callback declares form and URL elicitation
+        raise AssertionError("the server never sends an elicitation request")
+
+    params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_stdio", "--user", username],
+                                   cwd=str(BASE_DIR), env=child_env())
+    async with stdio_client(params) as (read, write), \
+            ClientSession(read, write, elicitation_callback=elicit if url_elicitation else None) as session:
+        await session.initialize()
+        try:
+            result = await session.call_tool("vault", {"action": "connect", "integrationId": "keyed_tools"})
+        except McpError as exc:
+            return True, exc.error
+    return False, json.loads(result.content[0].text)
+
+
+def test_stdio_sends_a_url_elicitation_when_the_client_declares_it(db):
+    from integrations.models import Integration
+
+    make_member("alice")
+    Integration.objects.create(id="keyed_tools", name="Keyed", auth_scheme="api_key")
+
+    raised, error = asyncio.run(stdio_vault_connect("alice", url_elicitation=True))
+    assert raised and error.code == -32042
+    assert "/vault/connect/" in error.data["elicitations"][0]["url"]
+    raised, payload = asyncio.run(stdio_vault_connect("alice", url_elicitation=False))
+    assert not raised and payload["status"] == "pending"

@@ -64,8 +64,8 @@ INTEGRATION = IntegrationSpec(
         ),
         ActionSpec(
             name="search_elements",
-            description="Find your elements whose name, description or text contain the words, best first. "
-                        "Needs elements:read.",
+            description="Find your elements (personas, skills, templates, agents, memories, ensembles) whose "
+                        "name, description or text contain the words, best first. Needs elements:read.",
             input_schema={"type": "object", "additionalProperties": False, "required": ["query"],
                           "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 500},
                                          "type": {"enum": ELEMENT_TYPES},

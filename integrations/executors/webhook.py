@@ -77,10 +77,11 @@ INTEGRATION = IntegrationSpec(
         ActionSpec(
             name="send_webhook",
             description=(
-                "POST a JSON event (payload) to a webhook URL, signed with the connection's secret so the receiver "
-                "can verify it. Headers: X-Atrium-Event (the event name), X-Atrium-Timestamp (unix seconds), "
-                "X-Atrium-Delivery (a unique id) and X-Atrium-Signature: sha256=<hex HMAC-SHA256 of "
-                "\"<timestamp>.<body>\" keyed with the secret>. " + VERIFICATION + " Returns the receiver's "
+                "Tell another service that something happened: POST a JSON event (payload) to its webhook URL, "
+                "signed with the connection's secret so the receiver can verify it. Headers: X-Atrium-Event (the "
+                "event name), X-Atrium-Timestamp (unix seconds), X-Atrium-Delivery (a unique id) and "
+                "X-Atrium-Signature: sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" keyed with the secret>. "
+                + VERIFICATION + " Returns the receiver's "
                 "status and body; a non-2xx answer is a result, not an error."
             ),
             input_schema=INPUT_SCHEMA,

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from oauth2_provider.admin import ApplicationAdmin as OAuthApplicationAdmin
@@ -18,6 +21,24 @@ from accounts.models import AuditEvent, McpSession, PersonalToken, Scope, User
 
 def admin_caller(request: HttpRequest) -> Caller:
     return Caller.trusted(request.user, via=AuditEvent.Via.ADMIN)
+
+
+class _DryRun(Exception):
+    """Raised to roll back a service call made only to learn whether it succeeds."""
+
+
+def validate_through(call: Callable[[], object]) -> None:
+    """Run `call` (the service write a form stands for) in a savepoint that is always rolled back;
+    its refusal becomes a form error. A form's clean() calls it, so admin shows the service's
+    refusal on the form and writes nothing while the input is invalid."""
+    try:
+        with transaction.atomic():
+            call()
+            raise _DryRun
+    except _DryRun:
+        return
+    except DomainError as exc:
+        raise ValidationError(exc.message, code=exc.code) from exc
 
 
 class AuditedAdmin(admin.ModelAdmin):

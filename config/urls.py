@@ -11,6 +11,8 @@ from config import views
 from runs.urls import alias_urlpatterns as run_alias_urlpatterns
 from workflows.urls import project_urlpatterns
 
+handler404 = views.not_found
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),

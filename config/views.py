@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+from django.views.defaults import page_not_found
 from kombu import Connection
 
 # Each dependency gets this long to answer; a load balancer's own check times out soon after.
@@ -79,3 +80,11 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "home.html")
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """What answers a URL nothing routes: under /api/ the API's own {error, code} (a client of the API
+    reads JSON, even for a path no endpoint has), elsewhere the site's page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": "No endpoint or resource at this URL.", "code": "not_found"}, status=404)
+    return page_not_found(request, exception)

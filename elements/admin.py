@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
 from django.db.models import QuerySet
 from django.forms.fields import InvalidJSONInput
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -22,7 +20,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.views.decorators.http import require_POST
 
-from accounts.admin import admin_caller
+from accounts.admin import admin_caller, validate_through
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from accounts.services import audit_record
@@ -85,22 +83,6 @@ class JsonObjectField(forms.JSONField):
         return data
 
 
-class _DryRun(Exception):
-    """Raised to roll back a service call made only to learn whether it succeeds."""
-
-
-def _validate_through(call: Callable[[], object]) -> None:
-    """Run `call` in a savepoint that is always rolled back; its refusal becomes a form error."""
-    try:
-        with transaction.atomic():
-            call()
-            raise _DryRun
-    except _DryRun:
-        return
-    except DomainError as exc:
-        raise ValidationError(exc.message, code=exc.code) from exc
-
-
 class ElementForm(forms.ModelForm):
     """The element editor.
 
@@ -137,7 +119,7 @@ class ElementForm(forms.ModelForm):
         cleaned = super().clean()
         if self.errors:
             return cleaned  # the field errors say what to fix; the service would only repeat them
-        _validate_through(self.write)
+        validate_through(self.write)
         return cleaned
 
     def _post_clean(self) -> None:

@@ -14,7 +14,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from accounts.admin import AuditedAdmin, admin_caller
+from accounts.admin import AuditedAdmin, admin_caller, validate_through
+from accounts.caller import Caller
 from accounts.errors import DomainError
 from integrations import search, services, vault
 from integrations.models import Action, Connection, Execution, Integration, Skill
@@ -150,12 +151,39 @@ class ActionAdmin(AuditedAdmin):
 
 
 class SkillForm(forms.ModelForm):
+    """A skill, written by skills' service alone: clean() makes the very call save_model will make,
+    in a savepoint that is rolled back, so a refusal (source that does not compile, a schema that is
+    not JSON Schema, a name taken) is shown on the form and nothing is written."""
+
+    caller: Caller  # set per request by SkillAdmin.get_form
+
+    # As typed: the source is code, whose whitespace is the curator's.
+    source_code = forms.CharField(strip=False, widget=forms.Textarea(attrs={
+        "rows": 24, "cols": 100, "class": "vLargeTextField", "style": "font-family: monospace"}))
+
     class Meta:
         model = Skill
         fields = ["name", "description", "source_code", "input_schema", "output_schema", "integrations",
                   "timeout_seconds"]
-        widgets = {"source_code": forms.Textarea(attrs={"rows": 24, "cols": 100, "class": "vLargeTextField",
-                                                        "style": "font-family: monospace"})}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned  # the field errors say what to fix; the service would only repeat them
+        validate_through(self.write)
+        return cleaned
+
+    def _post_clean(self) -> None:
+        """Skip the model's own checks: clean() ran the service, whose rules are the ones that count,
+        and save_model reloads the instance from what the service stored."""
+
+    def write(self) -> Skill:
+        """skill_create (a shared skill) on add, skill_update on change."""
+        data = {key: self.cleaned_data[key] for key in self.Meta.fields if key in self.cleaned_data}
+        data["integrations"] = [i.id for i in data.get("integrations", [])]
+        if self.instance.pk is None:
+            return services.skill_create(caller=self.caller, shared=True, **data)
+        return services.skill_update(caller=self.caller, skill=Skill.objects.get(pk=self.instance.pk), changes=data)
 
 
 @admin.register(Skill)
@@ -169,15 +197,22 @@ class SkillAdmin(admin.ModelAdmin):
     search_fields = ["name", "description", "owner__username"]
     filter_horizontal = ["integrations"]
 
+    def get_form(self, request: HttpRequest, obj: Skill | None = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"caller": admin_caller(request)})
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except DomainError as exc:
+            # The dry run in clean() passed but the real call was refused: something changed in
+            # between (a concurrent create of the same name). Admin's transaction has rolled back.
+            self.message_user(request, f"Nothing was saved: {exc.message}", level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
     def save_model(self, request: HttpRequest, obj: Skill, form: SkillForm, change: bool) -> None:
-        caller = admin_caller(request)
-        data = {key: form.cleaned_data[key] for key in SkillForm.Meta.fields if key in form.cleaned_data}
-        data["integrations"] = [i.id for i in data.get("integrations", [])]
-        if change:
-            saved = services.skill_update(caller=caller, skill=Skill.objects.get(pk=obj.pk), changes=data)
-        else:
-            saved = services.skill_create(caller=caller, shared=True, **data)
-        obj.pk = saved.pk
+        obj.pk = form.write().pk
         obj.refresh_from_db()
 
     def save_related(self, request: HttpRequest, form: SkillForm, formsets: Any, change: bool) -> None:

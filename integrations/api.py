@@ -75,8 +75,10 @@ class SearchView(ScopedApiView):
         class Meta:
             ref_name = "CapabilitySearchParams"
 
-        q = serializers.CharField(min_length=2, max_length=500, help_text="The query, with the keyword operators "
-                                                                          "* - \"phrase\" |")
+        # Not trimmed here: the search trims it and refuses what is left with query_required, so a
+        # query of two characters (the schema's minLength) is never refused for being one.
+        q = serializers.CharField(min_length=2, max_length=500, trim_whitespace=False,
+                                  help_text="The query, with the keyword operators * - \"phrase\" |")
         types = serializers.ListField(child=serializers.ChoiceField(choices=["integration", "action", "skill"]),
                                       required=False, max_length=3)
         integration_id = serializers.CharField(required=False, max_length=63)

@@ -117,8 +117,10 @@ def _skill_fields(fields: dict[str, Any]) -> dict[str, Any]:
             cleaned[key] = schemas.schema_check(cleaned[key] or {}, field=key)
     if "source_code" in cleaned:
         source = cleaned["source_code"]
-        if not isinstance(source, str) or not source.strip():
+        if not isinstance(source, str):
             raise InvalidInput("source_code is required.", code="invalid_input")
+        if not source.strip():
+            raise InvalidInput("source_code is blank: it must define run(input, atrium).", code="invalid_source")
         if len(source) > MAX_SKILL_SOURCE_CHARS:
             raise InvalidInput(f"source_code is longer than {MAX_SKILL_SOURCE_CHARS} characters.",
                                code="invalid_input")
@@ -249,8 +251,10 @@ def _input_check(schema: dict[str, Any], value: dict[str, Any], name: str) -> No
                            code="invalid_input", extra={"problems": found})
 
 
+@transaction.atomic
 def _missing(caller: Caller, integrations: list[Integration]) -> list[dict[str, Any]]:
-    """How to connect each of these integrations that the caller has not connected."""
+    """How to connect each of these integrations that the caller has not connected. One transaction:
+    when one of them cannot be connected at all, the refusal leaves no link made for the others."""
     missing = []
     for integration in integrations:
         if integration.connection_required and not selectors.connected(caller=caller, integration=integration):

@@ -390,7 +390,8 @@ class RunTestView(RunsApiView):
     @extend_schema(
         request={JSON: InputSerializer},
         responses={200: OutputSerializer,
-                   400: OpenApiResponse(FailureSerializer, description="invalid_input or invalid_config"),
+                   400: OpenApiResponse(FailureSerializer,
+                                        description="invalid_input, invalid_config or no_repo_source"),
                    404: OpenApiResponse(FailureSerializer, description="workflow_not_found"),
                    422: OpenApiResponse(FailureSerializer, description="missing_mock, runner_error or timeout"),
                    **error_responses(ErrorSerializer)},

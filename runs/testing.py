@@ -49,7 +49,7 @@ class WorkflowTestFailed(DomainError):
     """Answered by test_workflow as {ok: false, code, message, ...fields}; over HTTP with {error, code}
     beside them."""
 
-    STATUSES = {"invalid_input": 400, "invalid_config": 400, "workflow_not_found": 404}
+    STATUSES = {"invalid_input": 400, "invalid_config": 400, "no_repo_source": 400, "workflow_not_found": 404}
 
     def __init__(self, code: str, message: str, **fields: Any) -> None:
         self.fields = fields
@@ -147,8 +147,8 @@ def _subject(*, scope: Scope, workflow_id: str | None, source: str | None,
         workflow = workflow_find(scope=scope, workflow_id=workflow_id or "", source=source)
     except WorkflowNotFound as exc:
         raise WorkflowTestFailed("workflow_not_found", exc.message) from exc
-    except DomainError as exc:  # source repo without a project
-        raise WorkflowTestFailed("invalid_input", exc.message) from exc
+    except DomainError as exc:  # no_repo_source: source repo without a project
+        raise WorkflowTestFailed(exc.code, exc.message) from exc
     return workflow.config, workflow
 
 

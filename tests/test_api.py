@@ -52,3 +52,17 @@ def test_scopes_are_listed_with_their_words(alice, client):
 def test_the_home_and_login_pages_render(db, client):
     assert b"/mcp" in client.get("/").content
     assert client.get("/accounts/login/").status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/api/nope/", "/api/capabilities/skills/1/2/", "/api/kb/pages/a%0Ab/"])
+def test_a_url_no_endpoint_routes_is_answered_in_json_under_the_api(db, client, path):
+    response = client.get(path)
+
+    assert (response.status_code, response["Content-Type"]) == (404, "application/json")
+    assert response.json() == {"error": "No endpoint or resource at this URL.", "code": "not_found"}
+
+
+def test_a_url_no_page_routes_is_the_sites_page(db, client):
+    response = client.get("/nowhere/")
+
+    assert response.status_code == 404 and response["Content-Type"].startswith("text/html")

@@ -94,6 +94,8 @@ def test_skills_are_written_by_their_owner_with_a_version_check(catalogue, alice
     assert stale.status_code == 412 and Skill.objects.get(pk=skill_id).description == "Shout it."
     bad = api.post("/api/capabilities/skills/", {"name": "broken", "source_code": "def run(:\n"})
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_source"
+    blank = api.post("/api/capabilities/skills/", {"name": "broken", "source_code": " \n\t"})
+    assert blank.status_code == 400 and blank.json()["code"] == "invalid_source"
     bad_schema = api.post("/api/capabilities/skills/", {"name": "badschema", "source_code": "x = 1\n",
                                                         "input_schema": {"type": "object",
                                                                          "properties": {"a": {"pattern": "(?<=x)"}}}})

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from accounts.models import AuditEvent
 from integrations import search
 from integrations.executors import EXECUTORS, ActionCall, ActionFailed, executor
-from integrations.models import Action, Connection, Execution, Integration, Skill
+from integrations.models import Action, Connection, ConnectRequest, Execution, Integration, Skill
 from tests.conftest import make_member
 
 CALLS: list[dict] = []
@@ -256,3 +257,15 @@ def test_the_execution_reaper_is_scheduled(settings):
 
     task = settings.CELERY_BEAT_SCHEDULE["reap-skill-executions"]["task"]
     assert task == tasks.executions_reap.name and task in app.tasks
+
+
+def test_a_skill_whose_integration_cannot_be_connected_leaves_no_connect_link_behind(catalogue, alice_mcp):
+    unconfigured = Integration.objects.create(id="zulip_tools", name="Zulip", auth_scheme="oauth2")
+    skill = Skill.objects.create(name="needs_both", source_code=SKILL_SOURCE)
+    skill.integrations.set([catalogue["keyed"], unconfigured])
+
+    error, payload = execute(alice_mcp, "needs_both")
+
+    assert error is True and payload["code"] == "integration_not_configured"
+    assert not ConnectRequest.objects.exists() and not Execution.objects.exists()
+    assert not AuditEvent.objects.filter(action="vault.connect_link").exists()

@@ -174,6 +174,11 @@ def test_an_unknown_workflow_is_workflow_not_found(tools):
     assert "nope" in error["message"]
 
 
+def test_the_repo_source_without_a_project_is_no_repo_source(tools):
+    error = tools.err("test_workflow", workflow_id="review", source="repo", **G)
+    assert error["code"] == "no_repo_source" and "needs a project" in error["message"]
+
+
 @pytest.mark.parametrize("arguments", [{}, {"workflow_id": "review", "config": REVIEW_LOOP}])
 def test_it_needs_exactly_one_of_workflow_id_and_config(tools, arguments):
     error = tools.err("test_workflow", **arguments, **G)

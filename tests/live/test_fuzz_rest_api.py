@@ -46,11 +46,12 @@ CHECKS = {
 # names pass for another (invisible characters), which paths are registered project roots or system
 # areas, two query parameters that exclude each other (page with offset; source=repo with
 # global=true), a search query that holds no words or too many terms, an expiry already past when the
-# request arrives, and a skill's source that does not compile or schemas that are not JSON Schema.
+# request arrives, and a skill's source that does not compile, schemas that are not JSON Schema, or
+# integrations that do not exist.
 UNSTATABLE = {"invalid_config", "integrity_error", "invalid_yaml", "invalid_package", "content_required",
               "ensemble_members_required", "invalid_name", "NOT_FOUND", "PROTECTED_PATH", "invalid_pagination",
               "no_repo_source", "query_required", "too_many_terms", "expiry_in_past", "invalid_source",
-              "invalid_schema"}
+              "invalid_schema", "integration_not_found"}
 # A NUL character (which PostgreSQL text cannot hold) is refused anywhere in a body (invalid_input
 # naming where). The schema says so of every string it declares; it cannot of a mapping key (OpenAPI
 # 3.0 has no propertyNames) nor of text inside a free-form object or an undeclared property, so a

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -167,7 +167,11 @@ def skill_create(*, caller: Caller, name: str, description: str, source_code: st
     # would raise a ValidationError no adapter answers).
     skill.full_clean(exclude=["integrations"], validate_unique=False, validate_constraints=False)
     _skill_name_check(owner_id=owner.pk if owner else None, name=name)
-    skill.save()
+    try:
+        with transaction.atomic():  # two creates of one name at once: the loser hits the constraint here
+            skill.save()
+    except IntegrityError:
+        raise SkillExists(f"A skill named '{name}' already exists.") from None
     skill.integrations.set(_integrations_named(integrations or []))
     search.index_refresh(skills=[skill])
     audit_record(action="skill.create", target=name, caller=caller, detail={"shared": shared})

@@ -37,3 +37,23 @@ def test_twenty_concurrent_claims_take_only_the_users_slots(alice, bob, settings
     assert outcomes.count("claimed") == 5 and outcomes.count("refused") == 15
     running = Execution.objects.filter(kind="skill", status="running")
     assert running.filter(user=alice.user).count() == 3 and running.filter(user=bob.user).count() == 2
+
+
+def test_twenty_concurrent_creates_of_one_name_make_one_skill_and_refuse_the_rest(alice):
+    caller = Caller.trusted(alice.user, via="api")
+
+    def create(index: int) -> str:
+        try:
+            services.skill_create(caller=caller, name="same_name", description=f"try {index}",
+                                  source_code="def run(input, atrium):\n    return 1\n")
+            return "created"
+        except services.SkillExists:
+            return "exists"
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        outcomes = list(pool.map(create, range(THREADS)))
+
+    assert outcomes.count("created") == 1 and outcomes.count("exists") == THREADS - 1
+    assert Skill.objects.filter(name="same_name").count() == 1

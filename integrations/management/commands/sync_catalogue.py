@@ -13,4 +13,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         done = catalogue_sync()
-        self.stdout.write(f"Built in: {', '.join(done['builtin'])}. Imported: {', '.join(done['imported']) or 'none'}.")
+        if options["verbosity"]:
+            self.stdout.write(f"Built in: {', '.join(done['builtin'])}. "
+                              f"Imported: {', '.join(done['imported']) or 'none'}.")

@@ -9,7 +9,7 @@ from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from oauth2_provider.admin import ApplicationAdmin as OAuthApplicationAdmin
 from oauth2_provider.models import get_application_model
 
@@ -39,6 +39,29 @@ def validate_through(call: Callable[[], object]) -> None:
         return
     except DomainError as exc:
         raise ValidationError(exc.message, code=exc.code) from exc
+
+
+class ServiceFormAdmin(admin.ModelAdmin):
+    """An admin whose form writes through a service: the form gets the admin's caller, checks its
+    input with validate_through in clean(), and `write()`s on save."""
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"caller": admin_caller(request)})
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except DomainError as exc:
+            # The dry run in clean() passed but the real call was refused: something changed in
+            # between (a concurrent create of the same name). Admin's transaction has rolled back.
+            self.message_user(request, f"Nothing was saved: {exc.message}", level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        obj.pk = form.write().pk
+        obj.refresh_from_db()
 
 
 class AuditedAdmin(admin.ModelAdmin):

@@ -13,14 +13,14 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.forms.fields import InvalidJSONInput
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.views.decorators.http import require_POST
 
-from accounts.admin import admin_caller, validate_through
+from accounts.admin import ServiceFormAdmin, admin_caller, validate_through
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from accounts.services import audit_record
@@ -181,7 +181,7 @@ def _history_query(owner_id: int, element_type: str, name: str) -> dict[str, Any
 
 
 @admin.register(Element)
-class ElementAdmin(admin.ModelAdmin):
+class ElementAdmin(ServiceFormAdmin):
     form = ElementForm
     list_display = ("element_type", "name", "owner", "category", "version", "format_version", "published",
                     "modified")
@@ -220,10 +220,6 @@ class ElementAdmin(admin.ModelAdmin):
     def get_inlines(self, request: HttpRequest, obj: Element | None) -> Any:
         return [MemoryEntryInline] if obj is not None and obj.element_type == ElementType.MEMORY else []
 
-    def get_form(self, request: HttpRequest, obj: Element | None = None, change: bool = False,
-                 **kwargs: Any) -> Any:
-        form = super().get_form(request, obj, change=change, **kwargs)
-        return type(form.__name__, (form,), {"caller": admin_caller(request)})
 
     @admin.display(description="revisions")
     def revision_history(self, element: Element) -> str:
@@ -232,19 +228,6 @@ class ElementAdmin(admin.ModelAdmin):
         return format_html('<a href="{}?{}">{} revision(s)</a>', reverse("admin:elements_elementrevision_changelist"),
                            urlencode(params), ElementRevision.objects.filter(**query).count())
 
-    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
-                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except DomainError as exc:
-            # The dry run in clean() passed but the real call was refused: something changed in
-            # between (a concurrent create of the same name). Admin's transaction has rolled back.
-            self.message_user(request, f"Nothing was saved: {exc.message}", level=messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
-
-    def save_model(self, request: HttpRequest, obj: Element, form: ElementForm, change: bool) -> None:
-        obj.pk = form.write().pk
-        obj.refresh_from_db()
 
     def delete_model(self, request: HttpRequest, obj: Element) -> None:
         services.element_delete(caller=admin_caller(request), element=obj)

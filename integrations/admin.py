@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from accounts.admin import AuditedAdmin, admin_caller, validate_through
+from accounts.admin import AuditedAdmin, ServiceFormAdmin, admin_caller, validate_through
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from integrations import search, services, vault
@@ -187,7 +187,7 @@ class SkillForm(forms.ModelForm):
 
 
 @admin.register(Skill)
-class SkillAdmin(admin.ModelAdmin):
+class SkillAdmin(ServiceFormAdmin):
     """Shared skills are written here (a skill added in admin belongs to everyone); users' own skills
     are shown for review."""
 
@@ -196,24 +196,6 @@ class SkillAdmin(admin.ModelAdmin):
     list_filter = [("owner", admin.EmptyFieldListFilter), "integrations"]
     search_fields = ["name", "description", "owner__username"]
     filter_horizontal = ["integrations"]
-
-    def get_form(self, request: HttpRequest, obj: Skill | None = None, change: bool = False, **kwargs: Any) -> Any:
-        form = super().get_form(request, obj, change=change, **kwargs)
-        return type(form.__name__, (form,), {"caller": admin_caller(request)})
-
-    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
-                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except DomainError as exc:
-            # The dry run in clean() passed but the real call was refused: something changed in
-            # between (a concurrent create of the same name). Admin's transaction has rolled back.
-            self.message_user(request, f"Nothing was saved: {exc.message}", level=messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
-
-    def save_model(self, request: HttpRequest, obj: Skill, form: SkillForm, change: bool) -> None:
-        obj.pk = form.write().pk
-        obj.refresh_from_db()
 
     def save_related(self, request: HttpRequest, form: SkillForm, formsets: Any, change: bool) -> None:
         pass  # the service has set the integrations

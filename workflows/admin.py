@@ -12,11 +12,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.forms.models import BaseInlineFormSet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from accounts.admin import AuditedAdmin, admin_caller
+from accounts.admin import AuditedAdmin, ServiceFormAdmin, admin_caller
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from elements.admin import RevisionAdmin
@@ -152,7 +152,7 @@ class WorkflowAssetInline(admin.TabularInline):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(admin.ModelAdmin):
+class WorkflowAdmin(ServiceFormAdmin):
     form = WorkflowForm
     list_display = ("workflow_id", "name", "source", "project", "owner", "modified")
     list_filter = (SourceFilter, "project", "owner")
@@ -181,10 +181,6 @@ class WorkflowAdmin(admin.ModelAdmin):
         return {"yaml_text": services.workflow_template(NEW_WORKFLOW_ID), "workflow_id": NEW_WORKFLOW_ID,
                 **super().get_changeform_initial_data(request)}
 
-    def get_form(self, request: HttpRequest, obj: Workflow | None = None, change: bool = False,
-                 **kwargs: Any) -> Any:
-        form = super().get_form(request, obj, change=change, **kwargs)
-        return type(form.__name__, (form,), {"caller": admin_caller(request)})
 
     @admin.display(description="source")
     def source(self, workflow: Workflow) -> str:
@@ -212,19 +208,8 @@ class WorkflowAdmin(admin.ModelAdmin):
         return format_html('<table><thead><tr><th>action</th><th>when</th><th>credential</th></tr></thead>'
                            "<tbody>{}</tbody></table>", rows)
 
-    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
-                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except DomainError as exc:
-            # The dry run in clean() passed but the real call was refused: something changed in
-            # between (a concurrent create of the same id). Admin's transaction has rolled back.
-            self.message_user(request, f"Nothing was saved: {exc.message}", level=messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
-
     def save_model(self, request: HttpRequest, obj: Workflow, form: WorkflowForm, change: bool) -> None:
-        obj.pk = form.write().pk
-        obj.refresh_from_db()
+        super().save_model(request, obj, form, change)
         for warning in self._lint_warnings(obj):
             messages.warning(request, f"Lint ({warning['code']}): {warning['message']}")
 

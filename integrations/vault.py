@@ -246,11 +246,17 @@ def vault_connect(*, caller: Caller, integration_id: str, confirmed: bool = Fals
         raise DomainError(f"{integration.name} cannot be connected yet: {problem}. An administrator must set them.",
                           code="integration_not_configured")
     now = timezone.now()
-    link = ConnectRequest.objects.create(
-        user=caller.user, integration=integration, confirmed_usage=confirmed_usage, created_at=now,
-        expires_at=now + timedelta(minutes=settings.ATRIUM_VAULT_CONNECT_MINUTES))
-    audit_record(caller=caller, action="vault.connect_link", target=integration.pk,
-                 detail={"integrationId": integration.pk, "expiresAt": _iso(link.expires_at)})
+    lifetime = timedelta(minutes=settings.ATRIUM_VAULT_CONNECT_MINUTES)
+    # An agent that retries (capabilities_execute answers with a link each time) gets the link it was
+    # given while that has most of its life left, rather than a new link and audit row per call.
+    link = ConnectRequest.objects.filter(user=caller.user, integration=integration, used_at__isnull=True,
+                                         confirmed_usage=confirmed_usage, oauth_state="",
+                                         expires_at__gt=now + lifetime / 2).order_by("-created_at").first()
+    if link is None:
+        link = ConnectRequest.objects.create(user=caller.user, integration=integration,
+                                             confirmed_usage=confirmed_usage, created_at=now, expires_at=now + lifetime)
+        audit_record(caller=caller, action="vault.connect_link", target=integration.pk,
+                     detail={"integrationId": integration.pk, "expiresAt": _iso(link.expires_at)})
     task = SCHEME_TASKS.get(integration.auth_scheme, f"continue to {integration.name} to grant access")
     if integration.pk == WEBHOOK_INTEGRATION:
         task = "enter the signing secret"

@@ -269,3 +269,14 @@ def test_a_skill_whose_integration_cannot_be_connected_leaves_no_connect_link_be
     assert error is True and payload["code"] == "integration_not_configured"
     assert not ConnectRequest.objects.exists() and not Execution.objects.exists()
     assert not AuditEvent.objects.filter(action="vault.connect_link").exists()
+
+
+def test_retrying_without_a_connection_gets_the_same_link_not_a_new_one_each_time(catalogue, alice_mcp):
+    from accounts.models import AuditEvent
+    from integrations.models import ConnectRequest
+
+    urls = {execute(alice_mcp, "keyed_tools.echo", {"text": "hi"})[1]["missingIntegrations"][0]["connectUrl"]
+            for _ in range(5)}
+    assert len(urls) == 1
+    assert ConnectRequest.objects.count() == 1
+    assert AuditEvent.objects.filter(action="vault.connect_link").count() == 1

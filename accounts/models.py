@@ -7,6 +7,9 @@ from django.utils import timezone
 class User(AbstractUser):
     """An Atrium account. Each user's portfolio is private to them unless shared."""
 
+    # An IANA zone name: what a playbook's schedule ("every weekday at 9") means for this user.
+    timezone = models.CharField(max_length=64, default="UTC")
+
 
 class Scope(models.Model):
     """A permission a token can carry, e.g. `elements:read`. Seeded by a data migration."""

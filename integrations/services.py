@@ -362,7 +362,7 @@ def skill_execution_claim(*, caller: Caller, skill: Skill, input: dict[str, Any]
                                     via=caller.via, credential=caller.credential[:200], input_keys=sorted(input)[:50])
 
 
-def _skill_execute(*, caller: Caller, skill: Skill, input: dict[str, Any]) -> Outcome:
+def _skill_execute(*, caller: Caller, skill: Skill, input: dict[str, Any], here: bool = False) -> Outcome:
     started = time.monotonic()
     _input_check(skill.input_schema, input, skill.name)
     missing = _missing(caller, list(skill.integrations.all()))
@@ -372,9 +372,11 @@ def _skill_execute(*, caller: Caller, skill: Skill, input: dict[str, Any]) -> Ou
                         "code": exc.code, "executionTimeMs": 0, **exc.extra})
     executions_reap(user_id=caller.user.pk)  # a dead worker's execution must not hold a slot for ever
     execution = skill_execution_claim(caller=caller, skill=skill, input=input)
+    # Run here, a worker waits for the skill's whole timeout: nobody else would apply its result.
+    wait = skill.timeout_seconds + settings.ATRIUM_SCRIPT_LEASE_GRACE_SECONDS if here else SKILL_WAIT_SECONDS
     result = skills.skill_dispatch(caller=caller, skill=skill, input=input, execution=execution,
                                    call_action=functools.partial(action_execute, caller=caller),
-                                   wait_seconds=SKILL_WAIT_SECONDS)
+                                   wait_seconds=wait, here=here)
     if result is None:
         return Outcome({"success": False, "executionId": execution.pk, "executionTimeMs":
                         round((time.monotonic() - started) * 1000),
@@ -384,8 +386,9 @@ def _skill_execute(*, caller: Caller, skill: Skill, input: dict[str, Any]) -> Ou
     return Outcome(result, is_error=not result.get("success"))
 
 
-def capability_execute(*, caller: Caller, name: str, input: dict[str, Any] | None) -> Outcome:
-    """Execute a capability by name for the caller (see the module docstring for the rules)."""
+def capability_execute(*, caller: Caller, name: str, input: dict[str, Any] | None, here: bool = False) -> Outcome:
+    """Execute a capability by name for the caller (see the module docstring for the rules). `here`
+    runs a skill on this process (a worker's playbook step) rather than on another worker."""
     input = {} if input is None else input
     if not isinstance(input, dict):
         raise InvalidInput("input must be a JSON object.", code="invalid_input")
@@ -402,4 +405,4 @@ def capability_execute(*, caller: Caller, name: str, input: dict[str, Any] | Non
     skill = _skill_named(caller, name)
     if skill is None:
         raise selectors.capability_not_found(caller=caller, name=name)
-    return _skill_execute(caller=caller, skill=skill, input=input)
+    return _skill_execute(caller=caller, skill=skill, input=input, here=here)

@@ -451,15 +451,17 @@ def _without_broker(*, caller: Caller, skill: Skill, input: dict[str, Any], exec
 
 
 def skill_dispatch(*, caller: Caller, skill: Skill, input: dict[str, Any], execution: Execution,
-                   call_action: ActionCaller, wait_seconds: float) -> dict[str, Any] | None:
+                   call_action: ActionCaller, wait_seconds: float, here: bool = False) -> dict[str, Any] | None:
     """Start the skill (on a worker when there is a broker, else on a thread here; its code always in
     the sandbox) and wait for it at most `wait_seconds`: its result, also recorded on `execution`, or
     None when it is still running. Call it outside a transaction, with `execution` committed `running`.
     With a broker, call_action must be importable by a worker: a module-level function, or a
-    functools.partial of one (the caller it binds is rebuilt there)."""
+    functools.partial of one (the caller it binds is rebuilt there). `here` supervises the skill on
+    this process even with a broker: a worker already running a playbook step must not wait for
+    another worker (with one worker, it would wait for itself)."""
     from integrations.tasks import skill_execute as task
 
-    if task.app.conf.task_always_eager:
+    if here or task.app.conf.task_always_eager:
         return _without_broker(caller=caller, skill=skill, input=input, execution=execution, call_action=call_action,
                                wait_seconds=wait_seconds)
     return _on_worker(caller=caller, input=input, execution=execution, call_action=call_action,

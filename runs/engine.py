@@ -133,7 +133,7 @@ def _billing_mode(host: str | None) -> str:
 def run_create(*, caller: Caller, scope: Scope, definition: dict[str, Any], context: dict[str, Any] | None,
                workflow: Workflow | None, workflow_key: str, source: str, host: str | None = None,
                caps: Caps = Caps(), kind: str = Run.Kind.REAL, parent: Run | None = None,
-               parent_node: str = "") -> Run:
+               parent_node: str = "", playbook: Any = None, trigger: Any = None) -> Run:
     context = context or {}
     _context_check(definition, context)
     revision = (WorkflowRevision.objects.filter(workflow=workflow).order_by("-created_at", "-id").first()
@@ -145,6 +145,8 @@ def run_create(*, caller: Caller, scope: Scope, definition: dict[str, Any], cont
         definition=definition, context=context, status=Run.Status.RUNNING, kind=kind, host=host or "",
         current_node=definition["start"], parent=parent, parent_node=parent_node,
         spending_cap_usd=caps.usd, spending_cap_tokens=caps.tokens, billing_mode=_billing_mode(host),
+        playbook=playbook if playbook is not None else getattr(parent, "playbook", None),
+        trigger=trigger if trigger is not None else getattr(parent, "trigger", None),
     )
     # Who started a run is worth keeping; a child run is its parent's doing, and a test leaves nothing.
     if parent is None and kind == Run.Kind.REAL:
@@ -348,7 +350,8 @@ def _run_subworkflow(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple
 
 
 def _run_script(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str, Any]:
-    if not _scripts_allowed(run):
+    # A capability node runs no script of the user's own (a skill it names has its own sandbox).
+    if "capability" not in node and not _scripts_allowed(run):
         node_complete(node_run, status=NodeRun.Status.FAILED, error="Script nodes are turned off.")
         run_fail(run, f"Script node {node_run.node_id!r} cannot run: script nodes are turned off for this account "
                       "or site.", stop_reason="scripts_disabled")
@@ -356,7 +359,7 @@ def _run_script(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str,
     try:
         # Rendered here, under the lock, so a template that does not evaluate fails the node now
         # rather than in whichever worker claims it.
-        render_data(node.get("env") or {}, template_scope(run))
+        render_data(node.get("input" if "capability" in node else "env") or {}, template_scope(run))
     except (expressions.EvaluationError, expressions.ExpressionError, ValueError) as exc:
         node_complete(node_run, status=NodeRun.Status.FAILED, error=str(exc))
         run_fail(run, f"Node {node_run.node_id!r} could not start: {exc}")

@@ -60,6 +60,12 @@ class Run(models.Model):
     output = OrderedJSONField(null=True, blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     parent_node = models.CharField(max_length=100, blank=True)
+    # A playbook's execution is a run of its compiled workflow; one a trigger started has no host
+    # present to answer its AI steps (runs.answerers decides who does).
+    playbook = models.ForeignKey("workflows.Playbook", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="executions")
+    trigger = models.ForeignKey("workflows.Trigger", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
     spending_cap_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     spending_cap_tokens = models.BigIntegerField(null=True, blank=True)
     total_cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
@@ -77,6 +83,7 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["owner", "project", "kind", "-started_at"], name="run_list"),
             models.Index(fields=["owner", "workflow_key", "-started_at"], name="run_by_workflow"),
+            models.Index(fields=["owner", "playbook", "-started_at"], name="run_by_playbook"),
         ]
 
     def __str__(self) -> str:

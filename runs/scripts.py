@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,6 +32,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
 
+from accounts.caller import Caller
+from accounts.errors import DomainError
 from runs import engine, sandbox
 from runs.models import NodeRun, Run, ScriptSettings
 from workflows.definition import DEFAULT_SCRIPT_TIMEOUT
@@ -40,6 +43,8 @@ logger = logging.getLogger(__name__)
 # How often the runner of a script renews its lease and checks for a cancel.
 LEASE_RENEW_SECONDS = 5.0
 POLL_SECONDS = 0.1
+# The longest a skill may run (integrations.services.MAX_SKILL_TIMEOUT_SECONDS): a capability node's lease.
+MAX_SKILL_SECONDS = 300
 WORKER_LOST = ("The worker running this script stopped before the script ended (its lease ran out after the "
                "script's timeout and a grace period).")
 
@@ -61,8 +66,66 @@ def _memory_mb(run: Run) -> int:
     return own.memory_mb if own is not None else 512
 
 
-def script_job(run: Run, node: dict[str, Any]) -> sandbox.ScriptJob:
+@dataclass(frozen=True)
+class CapabilityJob:
+    """A script node with `capability`: execute that capability as the run's owner, through the
+    capability runtime (integrations.services), on whichever process claimed the node."""
+
+    owner_id: int
+    name: str
+    input: dict[str, Any]
+    timeout: float
+
+
+@dataclass(frozen=True)
+class CapabilityResult:
+    """A capability's outcome in the shape _result_apply reads a script's result in."""
+
+    succeeded: bool
+    payload: Any
+    message: str | None = None
+    refused: str | None = None
+    timed_out: bool = False
+
+    def output(self) -> Any:
+        return self.payload
+
+    def error(self) -> str | None:
+        return None if self.succeeded else self.message
+
+
+def capability_run(job: CapabilityJob) -> CapabilityResult:
+    from integrations.services import capability_execute
+
+    owner = get_user_model().objects.get(pk=job.owner_id)
+    try:
+        outcome = capability_execute(caller=Caller.trusted(owner, via="task"), name=job.name, input=job.input,
+                                     here=True)
+    except DomainError as exc:
+        return CapabilityResult(False, {"error": exc.message, "code": exc.code, **exc.extra},
+                                message=f"{job.name}: {exc.message}")
+    payload = outcome.payload
+    status = payload.get("status") if isinstance(payload, dict) else None
+    if status == "connection_required":
+        missing = ", ".join(m.get("integrationId", "?") for m in payload.get("missingIntegrations", []))
+        return CapabilityResult(False, payload, message=f"{job.name} needs {missing} connected; the owner connects "
+                                                        "it in the vault (nothing ran).")
+    if outcome.is_error:
+        detail = payload.get("error") if isinstance(payload, dict) else None
+        return CapabilityResult(False, payload, message=f"{job.name} failed: {detail or 'see the output'}")
+    return CapabilityResult(True, payload)
+
+
+Job = sandbox.ScriptJob | CapabilityJob
+
+
+def script_job(run: Run, node: dict[str, Any]) -> Job:
     scope = engine.template_scope(run)
+    if "capability" in node:
+        rendered = engine.render_data(node.get("input") or {}, scope)
+        return CapabilityJob(owner_id=run.owner_id, name=node["capability"],
+                             input=rendered if isinstance(rendered, dict) else {},
+                             timeout=float(node.get("timeout", DEFAULT_SCRIPT_TIMEOUT)))
     env = {name: str(engine.render_data(value, scope)) for name, value in (node.get("env") or {}).items()}
     return sandbox.ScriptJob(script=node.get("script"), command=node.get("command"),
                              timeout=float(node.get("timeout", DEFAULT_SCRIPT_TIMEOUT)), env=env,
@@ -75,7 +138,7 @@ def _lease_for(seconds: float) -> datetime:
 
 # --- claiming --------------------------------------------------------------------------------------
 
-def script_claim(node_run_id: int) -> tuple[NodeRun, sandbox.ScriptJob] | None:
+def script_claim(node_run_id: int) -> tuple[NodeRun, Job] | None:
     """Take the script's lease and one of its owner's slots; None when the script is not to run
     here: it ended, someone else holds it, or the owner has no free slot (then it is left unsent,
     to be sent again when one of the owner's scripts ends)."""
@@ -95,8 +158,11 @@ def script_claim(node_run_id: int) -> tuple[NodeRun, sandbox.ScriptJob] | None:
             NodeRun.objects.filter(pk=node_run_id).update(dispatched_at=None)
             return None
         job = script_job(run, run.definition["nodes"][node_run.node_id])
-        node_run.lease_expires_at = _lease_for(job.timeout)
-        node_run.input = {"script": job.script, "command": job.command, "timeout": job.timeout, "env": job.env}
+        # A skill's own timeout may outlast the node's: the lease must cover it.
+        node_run.lease_expires_at = _lease_for(job.timeout if isinstance(job, sandbox.ScriptJob) else
+                                               max(job.timeout, MAX_SKILL_SECONDS))
+        node_run.input = ({"capability": job.name, "input": job.input} if isinstance(job, CapabilityJob) else
+                          {"script": job.script, "command": job.command, "timeout": job.timeout, "env": job.env})
         node_run.save(update_fields=["lease_expires_at", "input"])
         return node_run, job
 
@@ -122,7 +188,7 @@ class Supervision:
         return Run.objects.filter(pk=self.run_id, status=Run.Status.CANCELLED).exists()
 
 
-def _result_apply(node_run_id: int, result: sandbox.ScriptResult | ValueError) -> bool:
+def _result_apply(node_run_id: int, result: Result) -> bool:
     """Apply the script's result (or the sandbox's refusal of its job: a bundled file's path that
     escapes the directory, say) to its run; False when the run moved on meanwhile (a cancel, or
     the reaper declared the worker lost)."""
@@ -149,7 +215,12 @@ def _result_apply(node_run_id: int, result: sandbox.ScriptResult | ValueError) -
         return True
 
 
-def _sandboxed(job: sandbox.ScriptJob, should_cancel: Callable[[], bool]) -> sandbox.ScriptResult | ValueError:
+Result = sandbox.ScriptResult | CapabilityResult | ValueError
+
+
+def _sandboxed(job: Job, should_cancel: Callable[[], bool]) -> Result:
+    if isinstance(job, CapabilityJob):
+        return capability_run(job)
     try:
         return sandbox.script_run(job, should_cancel=should_cancel)
     except ValueError as exc:  # the job itself is invalid; nothing ran
@@ -187,25 +258,25 @@ class _Handoff:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.handed_off = False
-        self.result: sandbox.ScriptResult | ValueError | None = None
+        self.result: Result | None = None
         self.finished = threading.Event()
         self.cancel = threading.Event()
 
-    def finish(self, result: sandbox.ScriptResult | ValueError) -> bool:
+    def finish(self, result: Result) -> bool:
         """The thread's script ended; True when the thread must apply the result itself."""
         with self.lock:
             self.result = result
             self.finished.set()
             return self.handed_off
 
-    def give_up(self) -> sandbox.ScriptResult | ValueError | None:
+    def give_up(self) -> Result | None:
         """The request stops waiting; the result, when the script ended just in time."""
         with self.lock:
             self.handed_off = self.result is None
             return self.result
 
 
-def _in_background(node_run_id: int, job: sandbox.ScriptJob, supervision: Supervision, handoff: _Handoff) -> None:
+def _in_background(node_run_id: int, job: Job, supervision: Supervision, handoff: _Handoff) -> None:
     """The thread that runs a script without a broker. While the request waits, the request does
     every database read and write (on its own connection, so a test's transaction sees them);
     once it stops waiting, this thread supervises, applies the result and carries the run on."""
@@ -233,6 +304,13 @@ def _run_without_broker(node_run_id: int, deadline: float) -> bool:
     if claimed is None:
         return False
     node_run, job = claimed
+    if isinstance(job, CapabilityJob):
+        # Its database work is this request's, on this connection (so a test's transaction sees it);
+        # a skill it names still runs in the sandbox, supervised by this request.
+        try:
+            return _result_apply(node_run_id, capability_run(job))
+        finally:
+            _send_next_queued(node_run.run.owner_id)
     supervision = Supervision(node_run)
     handoff = _Handoff()
     thread = threading.Thread(target=_in_background, args=(node_run_id, job, supervision, handoff),

@@ -78,10 +78,15 @@ NODE_TYPES: dict[str, NodeType] = {t.name: t for t in (
         "stdout parsed as JSON when it is JSON, else {stdout, stderr, exitCode}",
         (*COMMON, Key("script", "text_raw", "A /bin/sh script."),
          Key("command", "argv", "An argv list run without a shell, e.g. [python3, check.py]."),
+         Key("capability", "string", "Instead of a script: a capability to execute as the run's owner (an "
+             "integration action as integrationId.ACTION, or a skill's name), through the capability runtime "
+             "with the owner's vault connections. Its output is the node's output; an error, or an integration "
+             "that is not connected, is `failure`. (An Atrium extension; playbook steps compile to it.)"),
+         Key("input", "data", "The capability's input; string values are templates. Only with `capability`."),
          Key("timeout", "integer", f"Seconds before the script is killed (default {DEFAULT_SCRIPT_TIMEOUT}).",
              minimum=1, maximum=MAX_SCRIPT_TIMEOUT),
          Key("env", "env", "Environment variables; values are templates."), *FLOW),
-        ("success", "failure"), pauses=False, one_of=(("script", "command"),),
+        ("success", "failure"), pauses=False, one_of=(("script", "command", "capability"),),
     ),
     NodeType(
         "condition", "Evaluates `if` over the context and node outputs (comparisons, and/or/not, in, len, literals, "
@@ -401,6 +406,10 @@ def _check_node(node_id: str, node: Any, errors: list[str]) -> None:
         if len(present) != 1:
             errors.append(f"{where}: {node_type.name} nodes need exactly one of {', '.join(group)}"
                           f" (found {', '.join(present) or 'none'}).")
+    if node_type.name == "script" and "input" in node and "capability" not in node:
+        errors.append(f"{where}: `input` is a capability's input; script and command nodes take `env`.")
+    if node_type.name == "script" and "capability" in node and "env" in node:
+        errors.append(f"{where}: a capability node takes its values in `input`, not `env`.")
     if node_type.name == "consensus":
         if node.get("mode", "vote") == "vote" and "verdicts" not in node:
             errors.append(f"{where}: consensus nodes in vote mode need 'verdicts'.")

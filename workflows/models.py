@@ -1,3 +1,5 @@
+import secrets
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -147,3 +149,139 @@ class ConfiguredModel(models.Model):
 
     def __str__(self) -> str:
         return self.model_id
+
+
+def new_playbook_id() -> str:
+    """Letters and digits only, like a run's id, so it survives markdown in a chat client."""
+    return "pb" + secrets.token_hex(10)
+
+
+class PlaybookTemplate(models.Model):
+    """A curated starting point for a playbook: its plan, the integrations it needs and an example input.
+    Shipped templates come from workflows/playbook_templates/ (manage.py sync_templates)."""
+
+    id = models.SlugField(primary_key=True, max_length=100)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    category = models.CharField(max_length=60, db_index=True)
+    integrations = models.JSONField("required integrations", default=list, blank=True)
+    plan = OrderedJSONField()
+    example_input = models.JSONField(default=dict, blank=True)
+    # Triggers a playbook made from this template starts with (disabled until activated).
+    triggers = models.JSONField(default=list, blank=True)
+    enabled = models.BooleanField(default=True)
+    # Loaded from a file shipped with Atrium (a sync rewrites it); a curator's own template is not.
+    shipped = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["category", "name"]
+        verbose_name = "playbook template"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Playbook(models.Model):
+    """A goal, the integrations it needs, a plan of ordered steps with an input and an output card, and
+    triggers. The plan compiles to a workflow (`workflow`), which is what an execution (a run) runs."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_playbook_id, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="playbooks")
+    name = models.CharField(max_length=200)
+    goal = models.TextField(blank=True)
+    plan = OrderedJSONField()
+    # Integration ids the plan's steps need, with any the author added: what Healthy checks.
+    integrations = models.JSONField(default=list, blank=True)
+    # SET_NULL: a deleted workflow leaves the playbook, which says so, rather than deleting it.
+    workflow = models.OneToOneField(Workflow, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="playbook")
+    # Set when the compiled workflow was edited into a shape no plan describes: the playbook then runs
+    # the workflow as it is, and this says why its plan no longer matches.
+    detached_reason = models.TextField(blank=True)
+    template = models.ForeignKey(PlaybookTemplate, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="playbooks")
+    # What one execution may spend on model answers (a trigger-started run answered by the server's model).
+    spending_cap_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-updated_at", "id"]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="playbook_list")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+
+class Trigger(models.Model):
+    """What starts a playbook's execution: a schedule, one of Atrium's events, or an inbound webhook."""
+
+    class Kind(models.TextChoices):
+        SCHEDULE = "schedule"
+        EVENT = "event"
+        WEBHOOK = "webhook"
+
+    playbook = models.ForeignKey(Playbook, on_delete=models.CASCADE, related_name="triggers")
+    # The playbook's owner, repeated so one user's triggers are found with one index.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    enabled = models.BooleanField(default=False)
+    # schedule: a cron expression (a preset is kept as the words it was given in, and its cron).
+    cron = models.CharField(max_length=100, blank=True)
+    preset = models.CharField(max_length=40, blank=True)
+    # event: the event's name and filters on its data.
+    event = models.CharField(max_length=40, blank=True)
+    filters = models.JSONField(default=dict, blank=True)
+    # webhook: the URL's token is known by its digest only; the signing secret is sealed.
+    webhook_token_digest = models.CharField(max_length=64, blank=True, db_index=True)
+    webhook_token_prefix = models.CharField(max_length=16, blank=True)
+    sealed_secret = models.TextField(blank=True)
+    # Input every execution it starts gets (an event's data and a webhook's body are merged over it).
+    input = models.JSONField(default=dict, blank=True)
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["playbook", "id"]
+        indexes = [
+            models.Index(fields=["kind", "enabled", "next_fire_at"], name="trigger_due"),
+            models.Index(fields=["owner", "kind", "event"], name="trigger_by_event"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} trigger of {self.playbook_id}"
+
+
+class TriggerFiring(models.Model):
+    """One time a trigger fired: when, why, and the execution it started or why it started none."""
+
+    class Outcome(models.TextChoices):
+        STARTED = "started"
+        SKIPPED = "skipped"
+        REFUSED = "refused"
+        FAILED = "failed"
+
+    trigger = models.ForeignKey(Trigger, on_delete=models.CASCADE, related_name="firings")
+    playbook = models.ForeignKey(Playbook, on_delete=models.CASCADE, related_name="firings")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    fired_at = models.DateTimeField(default=timezone.now)
+    reason = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=8, choices=Outcome.choices)
+    detail = models.TextField(blank=True)
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # A webhook delivery's signature: the same one twice is a replay.
+    signature_digest = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-fired_at", "-id"]
+        indexes = [models.Index(fields=["owner", "playbook", "-fired_at"], name="firing_list")]
+        constraints = [models.UniqueConstraint(fields=["trigger", "signature_digest"],
+                                               condition=~Q(signature_digest=""), name="webhook_delivery_once")]
+
+    def __str__(self) -> str:
+        return f"{self.trigger} {self.outcome} at {self.fired_at:%Y-%m-%d %H:%M:%S}"

@@ -375,6 +375,9 @@ CELERY_BEAT_SCHEDULE = {
     "reap-skill-executions": {"task": "integrations.tasks.executions_reap", "schedule": 60.0},
 }
 
+# What one trigger-started playbook execution may spend on model answers unless its playbook says.
+ATRIUM_PLAYBOOK_SPENDING_CAP_USD = os.environ.get("ATRIUM_PLAYBOOK_SPENDING_CAP_USD", "1.00")
+
 # Script nodes: how long a web request waits for a script before answering with the run
 # `running` (a worker, or a thread without a broker, carries it on); how many of one user's
 # scripts run at once (the rest wait their turn); and how long past its timeout a script's worker

@@ -173,13 +173,19 @@ def run_start(*, caller: Caller, scope: Scope, workflow_id: str, source: str | N
 
 
 def run_dispatch(run_id: str) -> None:
-    """Drive a committed, not yet driven run elsewhere: on a worker with a broker (a broker that is
-    down leaves it to scripts_reap, which sends runs that never started), else here and now."""
+    """Have a new run driven: by a worker once the run is committed, when there is a broker (one that
+    is down leaves it to scripts_reap, which sends runs that never started), else here and now."""
     from runs.tasks import run_drive
 
     if run_drive.app.conf.task_always_eager:
         drive(run_id)
-        return
+    else:
+        transaction.on_commit(lambda: _run_send(run_id))
+
+
+def _run_send(run_id: str) -> None:
+    from runs.tasks import run_drive
+
     try:
         run_drive.apply_async((run_id,), retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5,
                                                        "interval_max": 1})
@@ -194,7 +200,7 @@ def runs_unstarted_send(*, older_than: timedelta) -> int:
                                    nodes__isnull=True)
     sent = 0
     for run_id in list(unstarted.values_list("pk", flat=True)[:500]):
-        run_dispatch(run_id)
+        _run_send(run_id)
         sent += 1
     return sent
 

@@ -264,7 +264,7 @@ def execution_start(*, caller: Caller, playbook: Playbook, input: dict[str, Any]
                          workflow=workflow, workflow_key=workflow.workflow_id, source=workflow.source,
                          caps=Caps(usd=cap), playbook=playbook, trigger=trigger)
         _audit(caller, playbook, "execute", run=run.pk, trigger=trigger.pk if trigger else None)
-        transaction.on_commit(lambda: run_dispatch(run.pk))
+    run_dispatch(run.pk)
     return run
 
 
@@ -293,3 +293,90 @@ def playbook_triggers_activate(*, caller: Caller, playbook_id: str, enabled: boo
     trigger_services.triggers_set_enabled(caller=caller, playbook=playbook, enabled=enabled)
     _audit(caller, playbook, "triggers_" + ("enable" if enabled else "disable"))
     return playbook
+
+
+# --- generating --------------------------------------------------------------------------------------
+
+# How many of the prompt's words a template must match before a draft starts from it.
+TEMPLATE_MATCH_MIN = 2
+DRAFT_CAPABILITIES = 2
+MAX_TITLE_DRAFT = 120
+
+
+def _draft_name(prompt: str) -> str:
+    words = " ".join(prompt.split())
+    return words if len(words) <= 60 else words[:57].rstrip() + "..."
+
+
+def _capability_steps(caller: Caller, prompt: str) -> tuple[dict[str, Any], list[str]]:
+    """A plan drafted from the capabilities that best match the prompt: each one a step whose required
+    inputs come from the input card, then an ai step that does what the prompt asks with their results."""
+    from integrations import search
+    from integrations.models import Action
+
+    hits = [h for h in search.capabilities_search(caller=caller, query=prompt[:500], types=["action", "skill"],
+                                                  integration_id=None, category=None, limit=10)
+            if h["type"] in ("action", "skill")][:DRAFT_CAPABILITIES]
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    steps: list[dict[str, Any]] = []
+    for index, hit in enumerate(hits):
+        integration_id, _, action_name = hit["name"].partition(".")
+        action = Action.objects.filter(integration_id=integration_id, name=action_name).first()
+        schema = action.input_schema if action is not None else {}
+        step_input = {}
+        for prop in schema.get("required", []):
+            spec = (schema.get("properties") or {}).get(prop, {})
+            properties.setdefault(prop, {k: v for k, v in spec.items() if k in ("type", "description", "enum")}
+                                  or {"type": "string"})
+            required.append(prop)
+            step_input[prop] = f"{{{{ context.{prop} }}}}"
+        steps.append({"id": f"step{index + 1}", "title": hit["description"][:MAX_TITLE_DRAFT] or hit["name"],
+                      "kind": "capability", "capability": hit["name"], "input": step_input})
+    results = " ".join(f"{{{{ {s['id']} }}}}" for s in steps)
+    steps.append({"id": "answer", "title": "Do what was asked with the results", "kind": "ai",
+                  "prompt": f"{prompt}\n\nResults so far: {results}" if steps else prompt})
+    plan = {"input": {"type": "object", "properties": properties, "required": list(dict.fromkeys(required))},
+            "steps": steps, "output": {"value": "{{ answer.output }}"}}
+    return plan, [h["name"] for h in hits]
+
+
+def _refine_prompt(playbook: Playbook, prompt: str, draft: dict[str, Any]) -> str:
+    return (
+        f"Atrium drafted the playbook {playbook.pk} ({playbook.name!r}) for this request: {prompt!r}. It was made "
+        f"from {draft['source']}" + (f" {draft['templateId']}" if draft.get("templateId") else "") + ". Read it "
+        f"with playbooks_get, then improve its plan so it does exactly what was asked: pick capabilities with "
+        f"capabilities_search and check their inputs with capabilities_get; edit the compiled workflow "
+        f"{playbook.workflow.workflow_id if playbook.workflow else ''} with update_workflow (global store), or PATCH "
+        f"/api/playbooks/{playbook.pk}/ with a new plan. Keep steps of the kinds capability, ai, judge and approval "
+        "so the plan and the workflow stay in step, then add a trigger and turn it on with "
+        "playbooks_trigger_activate."
+    )
+
+
+def playbook_generate(*, caller: Caller, prompt: str) -> dict[str, Any]:
+    """A saved playbook drafted from `prompt`: by the operator's model backend when there is one, else
+    from the best-matching template, else from the best-matching capabilities."""
+    from workflows import templates
+    from workflows.playbook_selectors import playbook_detail
+
+    prompt = _text(prompt, "prompt", 4000, required=True)
+    if len(prompt) < 10:
+        raise InvalidInput("prompt must be at least 10 characters: say what the playbook should do.",
+                           code="invalid_input")
+    matches = templates.template_search(caller=caller, query=prompt, category=None, limit=1)
+    template = None
+    if matches and matches[0].get("score", 0) >= TEMPLATE_MATCH_MIN:
+        template = PlaybookTemplate.objects.filter(pk=matches[0]["templateId"], enabled=True).first()
+    if template is not None:
+        playbook = playbook_create(caller=caller, name=_draft_name(prompt), goal=prompt, plan=template.plan,
+                                   integrations=list(template.integrations), template=template,
+                                   triggers=[{**spec, "enabled": False} for spec in template.triggers])
+        draft = {"source": "template", "templateId": template.pk,
+                 "capabilities": plans.plan_capabilities(template.plan)}
+    else:
+        plan, names = _capability_steps(caller, prompt)
+        playbook = playbook_create(caller=caller, name=_draft_name(prompt), goal=prompt, plan=plan)
+        draft = {"source": "capabilities", "templateId": None, "capabilities": names}
+    return {**playbook_detail(caller=caller, playbook_id=playbook.pk), "draft": draft,
+            "refinePrompt": _refine_prompt(playbook, prompt, draft)}

@@ -20,7 +20,7 @@ from runs.engine import public_url
 from runs.models import NodeRun, Run
 from runs.selectors import cost_fields, pending_step
 from workflows import yamltext
-from workflows.models import Playbook, Trigger
+from workflows.models import Playbook, Trigger, TriggerFiring
 from workflows.playbooks import playbook_get_owned, playbook_version
 
 HEALTHY, NOT_READY = "Healthy", "Not Ready"
@@ -32,7 +32,8 @@ def execution_not_found() -> NotFound:
                     code="execution_not_found")
 
 
-def _tz(caller: Caller) -> ZoneInfo:
+def user_tz(caller: Caller) -> ZoneInfo:
+    """The caller's timezone (what their schedules mean), UTC when it is not a zone this server knows."""
     try:
         return ZoneInfo(caller.user.timezone or "UTC")
     except (ValueError, KeyError):
@@ -237,7 +238,7 @@ def playbook_detail(*, caller: Caller, playbook_id: str) -> dict[str, Any]:
     integrations = _integration_states(caller, playbook)
     status = playbook_status(caller=caller, playbook=playbook, triggers=triggers, integrations=integrations)
     workflow = playbook.workflow
-    tz = _tz(caller)
+    tz = user_tz(caller)
     return {
         "playbookId": playbook.pk, "name": playbook.name, "goal": playbook.goal, "status": status["status"],
         "statusReasons": status["reasons"], "plan": playbook.plan,
@@ -275,3 +276,14 @@ def dashboard_overview(*, caller: Caller) -> dict[str, Any]:
                    "notReady": sum(r["status"] == NOT_READY for r in rows),
                    "runningExecutions": sum(running.values())},
     }
+
+
+def firing_list(*, caller: Caller, playbook_id: str, limit: int = 20, offset: int = 0) -> dict[str, Any]:
+    """When the playbook's triggers fired, why, and the execution each started or why it started none."""
+    playbook = playbook_get_owned(caller=caller, playbook_id=playbook_id)
+    firings = TriggerFiring.objects.filter(playbook=playbook, owner=caller.user).select_related("trigger")
+    total = firings.count()
+    return {"firings": [{"firingId": f.pk, "triggerId": f.trigger_id, "type": f.trigger.kind, "firedAt": f.fired_at,
+                         "reason": f.reason, "outcome": f.outcome, "detail": f.detail or None,
+                         "executionId": f.run_id} for f in firings[offset:offset + limit]],
+            "total": total, "limit": limit, "offset": offset}

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.db import connections
+from django.test import Client
 
 from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
@@ -15,6 +16,7 @@ from elements.types import ElementType
 from integrations.models import Action, Connection, Integration
 from integrations.services import catalogue_sync
 from runs.models import Run
+from runs.views import run_page_url
 from workflows import plans
 from workflows.models import Playbook, Trigger, Workflow
 from workflows.playbook_selectors import HEALTHY, NOT_READY, playbook_status
@@ -209,3 +211,11 @@ def test_twenty_concurrent_updates_each_land(atrium, alice):
     # And each one wrote the goal through to the workflow, in the same order.
     assert playbook.workflow.revisions.count() == 21
     assert playbook.workflow.config["description"] == playbook.goal
+
+
+def test_the_run_page_shows_an_execution_as_its_playbooks(logbook, alice, client):
+    run = execution_start(caller=trusted(alice), playbook=logbook, input={"note": "hello"})
+    browser = Client()
+    browser.force_login(alice.user)
+    html = browser.get(run_page_url(run)).content.decode()
+    assert "Playbook execution" in html and logbook.name in html and logbook.pk in html

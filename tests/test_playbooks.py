@@ -3,6 +3,7 @@ owner, then hands its AI step to the host; edits to the workflow keep the playbo
 one user's playbooks and executions are invisible to another."""
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from django.db import connections
@@ -24,6 +25,7 @@ from workflows.playbooks import execution_start, playbook_create, playbook_updat
 from workflows.scoping import Scope
 from workflows.selectors import definition_validate
 from workflows.services import workflow_update
+from workflows.yamltext import yaml_load
 
 PLAN = {
     "input": {"type": "object", "properties": {"note": {"type": "string", "minLength": 1}}, "required": ["note"]},
@@ -219,3 +221,11 @@ def test_the_run_page_shows_an_execution_as_its_playbooks(logbook, alice, client
     browser.force_login(alice.user)
     html = browser.get(run_page_url(run)).content.decode()
     assert "Playbook execution" in html and logbook.name in html and logbook.pk in html
+
+
+def test_the_plan_in_the_docs_is_a_plan_that_compiles_to_a_valid_workflow(alice):
+    text = (Path(__file__).resolve().parents[1] / "docs" / "playbooks.md").read_text()
+    plan = yaml_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
+    assert plans.plan_problems(plan) == []
+    definition = plans.plan_compile(name="Digest", goal="", plan=plan)
+    definition_validate(scope=Scope(owner=alice.user, project=None), config=definition, workflow_id="digest")

@@ -29,6 +29,7 @@ from integrations.vault import vault_connect
 from tests.conftest import make_member
 from tests.live.conftest import serve
 from tests.live.fuzzing import Answer, Findings, SdkSession, ServerGone, fuzz_settings, table_digests, tables_changed
+from workflows.playbooks import playbook_create
 from workflows.scoping import Scope
 from workflows.services import project_register, workflow_save
 
@@ -354,6 +355,12 @@ def seed(member) -> None:
     element_create(caller=caller, element_type=ElementType.PERSONA, name="seed",
                    params={"description": "A seed", "instructions": "You ARE a seed."})
     element_create(caller=caller, element_type=ElementType.MEMORY, name="notes", params={"description": "Notes"})
+    # A playbook (its id is made when it is), so generated calls reach it as well as "not found".
+    playbook = playbook_create(caller=caller, name="Seed", plan={"steps": [
+        {"id": "note", "title": "Note it", "kind": "capability", "capability": "atrium_tools.add_memory_entry",
+         "input": {"memory": "notes", "content": "{{ context.text || \"seed\" }}"}},
+        {"id": "reply", "title": "Reply", "kind": "ai", "prompt": "Say {{ note.entryId }}"}]})
+    KNOWN_STRINGS.append(playbook.pk)
 
 
 @pytest.fixture

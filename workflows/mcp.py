@@ -374,9 +374,10 @@ class PlaybookTools(Toolset):
     ) -> Any:
         """Create a playbook of yours from the template, with its suggested triggers turned off (turn them on with
         playbooks_trigger_activate once its integrations are connected). Answers the playbook as playbooks_get
-        does."""
+        does, plus createdTriggers: each new webhook trigger's URL and signing secret, shown only here."""
         playbook = playbooks.playbook_instantiate(caller=self.caller, template_id=templateId, name=name)
-        return playbook_selectors.playbook_detail(caller=self.caller, playbook_id=playbook.pk)
+        return {**playbook_selectors.playbook_detail(caller=self.caller, playbook_id=playbook.pk),
+                "createdTriggers": playbook_selectors.created_triggers(playbook)}
 
     @tool(name="dashboard_overview", title="Dashboard", scope=DASHBOARD_READ, read_only=True, destructive=False,
           idempotent=True, open_world=False)

@@ -85,16 +85,6 @@ class PlaybookInput(serializers.Serializer):
                                               max_value=MAX_SPENDING_CAP_USD, required=False, allow_null=True)
 
 
-def _created_triggers(playbook: Any) -> list[dict[str, Any]]:
-    """The one-time values of triggers just made (a webhook's URL and secret), shown only now."""
-    shown = []
-    for created in getattr(playbook, "created_triggers", []):
-        secrets = getattr(created, "secrets", None) or {}
-        if secrets:
-            shown.append({"triggerId": created.trigger.pk, **secrets})
-    return shown
-
-
 class PlaybookListView(ScopedApiView):
     required_scope = {"GET": PLAYBOOKS_READ, "POST": PLAYBOOKS_CREATE}
 
@@ -115,7 +105,7 @@ class PlaybookListView(ScopedApiView):
             integrations=params.get("integrations"), triggers=params.get("triggers"),
             spending_cap_usd=params.get("spendingCapUsd"))
         return _detail_response(caller, playbook.pk, status.HTTP_201_CREATED,
-                                {"createdTriggers": _created_triggers(playbook)})
+                                {"createdTriggers": playbook_selectors.created_triggers(playbook)})
 
 
 class PlaybookDetailView(ScopedApiView):
@@ -260,7 +250,7 @@ class TriggerListView(ScopedApiView):
             raise serializers.ValidationError({"trigger": ["Send a trigger spec as a JSON object."]})
         created = triggers.trigger_create(caller=caller, playbook=playbook, spec=dict(spec))
         return Response({**triggers.trigger_describe(created.trigger, tz=playbook_selectors.user_tz(caller)),
-                         **(created.secrets or {})}, status=status.HTTP_201_CREATED)
+                         **(created.webhook or {})}, status=status.HTTP_201_CREATED)
 
 
 class TriggerDetailView(ScopedApiView):
@@ -305,7 +295,7 @@ class TriggerSecretView(ScopedApiView):
         created = triggers.webhook_secret_rotate(caller=caller, trigger=_trigger_owned(caller, playbook_id,
                                                                                       trigger_id))
         return Response({**triggers.trigger_describe(created.trigger, tz=playbook_selectors.user_tz(caller)),
-                         **(created.secrets or {})})
+                         **(created.webhook or {})})
 
 
 class FiringListView(ScopedApiView):
@@ -370,7 +360,8 @@ class InstantiateView(ScopedApiView):
         params = validated(self.InputSerializer, request.data)
         caller = _caller(request)
         playbook = playbooks.playbook_instantiate(caller=caller, template_id=template_id, name=params.get("name"))
-        return _detail_response(caller, playbook.pk, status.HTTP_201_CREATED)
+        return _detail_response(caller, playbook.pk, status.HTTP_201_CREATED,
+                                {"createdTriggers": playbook_selectors.created_triggers(playbook)})
 
 
 class ExecutionListView(ScopedApiView):

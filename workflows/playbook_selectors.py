@@ -287,3 +287,10 @@ def firing_list(*, caller: Caller, playbook_id: str, limit: int = 20, offset: in
                          "reason": f.reason, "outcome": f.outcome, "detail": f.detail or None,
                          "executionId": f.run_id} for f in firings[offset:offset + limit]],
             "total": total, "limit": limit, "offset": offset}
+
+
+def created_triggers(playbook: Playbook) -> list[dict[str, Any]]:
+    """The one-time values of the triggers a write just made (a webhook's URL and signing secret):
+    shown in that write's answer only, never again."""
+    return [{"triggerId": created.trigger.pk, **created.webhook}
+            for created in getattr(playbook, "created_triggers", []) if created.webhook]

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from runs import scripts
+from runs import answerers, scripts
 
 
 # Not acks_late: a script may have side effects, so a worker lost mid-script must not run it twice.
@@ -15,3 +15,16 @@ def script_run(node_run_id: int) -> None:
 def scripts_reap() -> dict[str, int]:
     """Fail script nodes whose worker was lost; send again those the broker refused."""
     return scripts.scripts_reap()
+
+
+@shared_task(bind=True, max_retries=answerers.BACKEND_RETRIES)
+def step_answer(self, run_id: str) -> None:
+    """Have the model backend answer the run's paused step, and the model steps after it. A backend
+    that is down is tried again with backoff; after the last try the step is left to a host."""
+    try:
+        answerers.pending_answer(run_id)
+    except answerers.BackendUnavailable as exc:
+        if self.request.retries >= self.max_retries:
+            answerers.backend_gave_up(exc.run_id, step_id=exc.step_id, error=exc.message)
+            return
+        raise self.retry(args=(exc.run_id,), countdown=answerers.backoff_seconds(self.request.retries)) from exc

@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
@@ -56,7 +57,7 @@ ANSWERERS: dict[str, tuple[str, ...]] = {
     "subworkflow": (CHILD,),
 }
 if set(ANSWERERS) != {*HANDLERS, "subworkflow"}:
-    raise RuntimeError(f"runs.answerers knows {sorted(ANSWERERS)}; the pausing node types are "
+    raise ImproperlyConfigured(f"runs.answerers knows {sorted(ANSWERERS)}; the pausing node types are "
                        f"{sorted({*HANDLERS, 'subworkflow'})}.")
 
 # An answer the engine refuses (an ai_judge answer that is not the envelope) is sent back to the
@@ -115,7 +116,8 @@ def waiting_for(run: Run) -> dict[str, str] | None:
     state = _answerer_state(node_run)
     if who == MODEL:
         message = f"Waiting for the model backend ({_backend_model(node_run)}): it answers this " \
-                  f"{node_run.node_type} step of a run a trigger started."
+                  f"{node_run.node_type} step of a run a trigger started; a host may answer it first with " \
+                  f"{HANDLERS[node_run.node_type].tool} and its stepId."
         if state.get("error"):
             message += f" Its last attempt failed ({state['error']}); it tries again shortly."
         return {"who": MODEL, "message": message}
@@ -130,7 +132,7 @@ def waiting_for(run: Run) -> dict[str, str] | None:
     elif not backend_configured():
         reason = "no model backend is configured on this server"
     else:
-        reason = "no host was present when it started"
+        reason = "the model backend left it to a host"
     return {"who": HOST, "message": f"Waiting for a host: {reason}; {how}."}
 
 
@@ -143,17 +145,19 @@ def waiting_for(run: Run) -> dict[str, str] | None:
 _answering = threading.local()
 
 
-def _model_answers_now(run_id: str) -> bool:
+def _model_step(run_id: str) -> str | None:
+    """The stepId of the run's paused step when the model is to answer it."""
     run = Run.objects.filter(pk=run_id).first()
     if run is None or run.status != Run.Status.PAUSED:
-        return False
+        return None
     node_run = engine.paused_node(run)
-    return node_run is not None and answerer_for(run, node_run) == MODEL
+    return node_run.step_id if node_run is not None and answerer_for(run, node_run) == MODEL else None
 
 
 def after_pause(run_id: str) -> None:
     """The engine left the run paused: when its step is the model's, have the model answer it."""
-    if not backend_configured() or not _model_answers_now(run_id):
+    step_id = _model_step(run_id) if backend_configured() else None
+    if step_id is None:
         return
     queue = getattr(_answering, "queue", None)
     if queue is not None:
@@ -170,8 +174,17 @@ def after_pause(run_id: str) -> None:
             # stays paused, answerable by a host.
             logger.exception("The model backend could not answer run %s", run_id)
         return
+    def send() -> None:
+        try:
+            step_answer.delay(run_id)
+        except Exception as exc:  # kombu's OperationalError, or the transport's own connection errors
+            # Nothing would ever answer the step for the model: say so, and leave it to a host.
+            logger.warning("Could not send run %s to a worker for the model backend (%s)", run_id, exc)
+            backend_gave_up(run_id, step_id=step_id, error=f"the task queue could not be reached "
+                                                           f"({exc.__class__.__name__})")
+
     # Sent once the run's pause is committed, so the worker finds the step it is sent for.
-    transaction.on_commit(lambda: step_answer.delay(run_id))
+    transaction.on_commit(send)
 
 
 def _answer_here(run_id: str) -> None:

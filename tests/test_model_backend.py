@@ -322,6 +322,21 @@ def test_with_a_broker_the_step_is_sent_to_a_worker_once_the_pause_commits(alice
     assert sent == [run.pk]
 
 
+def test_when_the_broker_is_down_the_step_is_left_to_a_host(alice, model_backend, monkeypatch,
+                                                           django_capture_on_commit_callbacks):
+    def broker_down(run_id: str) -> None:
+        raise ConnectionRefusedError("broker down")
+
+    tasks.step_answer.app.conf.task_always_eager = False
+    monkeypatch.setattr(tasks.step_answer, "delay", broker_down)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run = start(alice)
+
+    waiting = status(run)["waitingFor"]
+    assert waiting["who"] == "host" and "the task queue could not be reached" in waiting["message"]
+
+
 def test_the_worker_answers_what_it_was_sent(alice, model_backend, monkeypatch):
     monkeypatch.setattr(answerers, "after_pause", lambda run_id: None)
     run = start(alice)

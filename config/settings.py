@@ -389,6 +389,17 @@ ATRIUM_SCRIPT_LEASE_GRACE_SECONDS = float(os.environ.get("ATRIUM_SCRIPT_LEASE_GR
 # rate_limited. 0 turns the limit off.
 ATRIUM_SKILL_CONCURRENCY_PER_USER = int(os.environ.get("ATRIUM_SKILL_CONCURRENCY_PER_USER", "4"))
 
+# The model backend: an OpenAI-compatible chat completions API (POST {URL}/chat/completions) that
+# answers the ai_agent and ai_judge steps of runs started by triggers, which have no host present
+# (runs.answerers). Unset URL: no backend, and those steps wait for a host. The key is sent as a
+# bearer token and is never stored on a run.
+ATRIUM_MODEL_BACKEND_URL = os.environ.get("ATRIUM_MODEL_BACKEND_URL", "").strip().rstrip("/")
+ATRIUM_MODEL_BACKEND_MODEL = os.environ.get("ATRIUM_MODEL_BACKEND_MODEL", "").strip()
+ATRIUM_MODEL_BACKEND_KEY = os.environ.get("ATRIUM_MODEL_BACKEND_KEY", "")
+ATRIUM_MODEL_BACKEND_TIMEOUT_SECONDS = float(os.environ.get("ATRIUM_MODEL_BACKEND_TIMEOUT_SECONDS", "60"))
+# What one playbook execution may spend when its playbook sets no cap of its own (dollars).
+ATRIUM_PLAYBOOK_SPENDING_CAP_USD = os.environ.get("ATRIUM_PLAYBOOK_SPENDING_CAP_USD", "1.00").strip()
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -9,8 +9,10 @@ Script nodes run in a separate process (runs.sandbox), handed to a Celery worker
 set, else to a thread of this process (runs.scripts); a web request waits for scripts at most
 ATRIUM_SCRIPT_WAIT_SECONDS, then answers with the run `running`.
 
-Who answers a paused node is not the engine's business: today a host through the MCP tools or a
-person on the run page; later an operator's model backend for runs started by triggers.
+Who answers a paused node is not the engine's business: runs.answerers keeps the table (the MCP
+host for AI steps, a person for human steps, the operator's model backend for the AI steps of runs
+started by triggers), and `drive` tells it each time it leaves a run paused. Every answer, whoever
+gives it, comes back through `run_answer` with the step's identity.
 """
 
 from __future__ import annotations
@@ -436,7 +438,7 @@ def drive(run_id: str, *, inline_scripts: bool = False) -> None:
     """Run every node that needs no answer, until the run pauses or ends. Script nodes go to a
     worker unless `inline_scripts` (a worker runs them itself); the caller waits for them at most
     ATRIUM_SCRIPT_WAIT_SECONDS in all, then the run goes on without it."""
-    from runs import scripts
+    from runs import answerers, scripts
 
     deadline: float | None = None
     while True:
@@ -458,6 +460,7 @@ def drive(run_id: str, *, inline_scripts: bool = False) -> None:
                 continue  # the script ended within the wait and its result is applied: go on here
             return  # whoever runs the script carries the run on
         _settle_parent(run_id, inline_scripts=inline_scripts)
+        answerers.after_pause(run_id)
         return
 
 
@@ -522,16 +525,36 @@ def _recorder(run: Run, node_run: NodeRun, node_model: str) -> Any:
     return record
 
 
-def _check_caps(run: Run) -> bool:
-    """Stop the run when a spending cap is exceeded; True when it was."""
-    over_usd = run.spending_cap_usd is not None and run.total_cost_usd > run.spending_cap_usd
-    over_tokens = run.spending_cap_tokens is not None and \
-        run.input_tokens + run.output_tokens > run.spending_cap_tokens
+def _check_caps(run: Run, *, at_cap: bool = False) -> bool:
+    """Stop the run when a spending cap is exceeded (or, `at_cap`, reached); True when it was."""
+    spent_tokens = run.input_tokens + run.output_tokens
+    if at_cap:
+        over_usd = run.spending_cap_usd is not None and run.total_cost_usd >= run.spending_cap_usd
+        over_tokens = run.spending_cap_tokens is not None and spent_tokens >= run.spending_cap_tokens
+    else:
+        over_usd = run.spending_cap_usd is not None and run.total_cost_usd > run.spending_cap_usd
+        over_tokens = run.spending_cap_tokens is not None and spent_tokens > run.spending_cap_tokens
     if not (over_usd or over_tokens):
         return False
     spent = (f"${run.total_cost_usd:.4f} against a cap of ${run.spending_cap_usd}" if over_usd else
              f"{run.input_tokens + run.output_tokens} tokens against a cap of {run.spending_cap_tokens}")
     run_fail(run, f"The run stopped: it spent {spent}.", stop_reason="spending_cap_exceeded")
+    return True
+
+
+def run_stop_at_caps(run_id: str, *, step_id: str) -> bool:
+    """Before someone pays for an answer to `step_id`: stop the run, as an answer over its caps
+    would, when it has already spent all a cap allows; True when it stopped (or the step is no
+    longer pending, so nothing should be paid for)."""
+    with transaction.atomic():
+        run = run_locked(run_id)
+        node_run = paused_node(run) if run.status == Run.Status.PAUSED else None
+        if node_run is None or node_run.step_id != step_id:
+            return True
+        if not _check_caps(run, at_cap=True):
+            return False
+        node_complete(node_run, status=NodeRun.Status.FAILED, error="Stopped by the spending cap.")
+    _settle_parent(run_id, inline_scripts=False)
     return True
 
 

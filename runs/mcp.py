@@ -76,7 +76,7 @@ class RunTools(Toolset):
     ) -> Any:
         """Start a workflow: script and condition nodes run at once, then the run pauses at the first AI or
         human node and returns pendingStep. Answers {runId, status, url, workflow: {id, name, description},
-        narration, pendingStep?} plus the cost fields. pendingStep.stepId (an Atrium extension of the Roscoe
+        narration, pendingStep?, waitingFor} plus the cost fields. pendingStep.stepId (an Atrium extension of the Roscoe
         reference) names the step; pass it back as step_id when you answer. Answer ai_agent/ai_judge steps with
         advance_run; consensus, round_robin and map with their advance_* tool; human steps only with the user's
         choice via resume_run (never choose for them)."""
@@ -90,10 +90,13 @@ class RunTools(Toolset):
     @tool(name="get_run_status", title="Run status", scope=READ, read_only=True, destructive=False, idempotent=True,
           open_world=False)
     def get_run_status(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
-        """The run's status and its pending step (with its stepId), as AdvanceResult. If the step is a human
-        node, show the prompt and the valid transitions to the user as a numbered list and wait for their reply;
-        do not call resume_run on your own. Nothing about the run changes; the server only notes which step this
-        session was shown, so that an answer sent without step_id applies to that step alone."""
+        """The run's status and its pending step (with its stepId), as AdvanceResult. waitingFor (an Atrium
+        extension) says who answers that step, {who: host, model, person or child, message}, or is null: a run a
+        trigger started may be answered by the server's model backend, and one waiting for a host is yours to
+        answer with advance_run and the stepId. If the step is a human node, show the prompt and the valid
+        transitions to the user as a numbered list and wait for their reply; do not call resume_run on your own.
+        Nothing about the run changes; the server only notes which step this session was shown, so that an
+        answer sent without step_id applies to that step alone."""
         return self._shown(engine.run_get(scope=self._scope(cwd, global_), run_id=run_id, kind=None))
 
     @tool(name="advance_run", title="Answer an AI step", scope=EXECUTE, read_only=False, destructive=False,

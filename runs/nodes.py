@@ -102,7 +102,7 @@ class AiAgent(Handler):
     def answer(self, ctx: Ctx, payload: dict[str, Any]) -> Step:
         response = payload["response"]
         ctx.record(prompt=ctx.state["prompt"], response=response, usage=payload.get("usage"),
-                   thinking=payload.get("thinking"))
+                   thinking=payload.get("thinking"), model=payload.get("model"))
         return Step(event="done", output={"output": response})
 
 
@@ -110,7 +110,7 @@ class AiJudge(Handler):
     def answer(self, ctx: Ctx, payload: dict[str, Any]) -> Step:
         envelope = judge_envelope(payload["response"], ctx.node["verdicts"])
         ctx.record(prompt=ctx.state["prompt"], response=payload["response"], usage=payload.get("usage"),
-                   thinking=payload.get("thinking"))
+                   thinking=payload.get("thinking"), model=payload.get("model"))
         return Step(event=envelope["verdict"], output=envelope)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db.models import Count, Max
 
+from runs.answerers import waiting_for
 from runs.engine import paused_node, public_url
 from runs.models import NodeRun, Run, Turn
 from workflows.scoping import Scope
@@ -68,7 +69,8 @@ def pending_step(run: Run) -> tuple[dict[str, Any] | None, dict[str, Any] | None
 
 
 def advance_result(run: Run) -> dict[str, Any]:
-    """The AdvanceResult shape, for the run's root (a child's answer moves its parent on by itself)."""
+    """The AdvanceResult shape, for the run's root (a child's answer moves its parent on by itself),
+    with waitingFor: who answers its pending step ({who, message}), or null when it waits for no one."""
     root = root_of(run)
     step, awaiting = pending_step(root)
     result: dict[str, Any] = {"runId": root.pk, "status": root.status, "url": public_url(root)}
@@ -78,6 +80,8 @@ def advance_result(run: Run) -> dict[str, Any]:
             result["hostHint"] = FANOUT_HINT
     if awaiting is not None:
         result["awaitingChild"] = awaiting
+    # Who answers the pending step, in words (an Atrium extension of the reference's AdvanceResult).
+    result["waitingFor"] = waiting_for(root)
     if root.stop_reason and root.stop_reason != "cancelled":
         result["stop_reason"] = root.stop_reason
     if root.error:

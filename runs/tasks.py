@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from runs import engine, scripts
+from runs import answerers, engine, scripts
 
 
 # Not acks_late: a script may have side effects, so a worker lost mid-script must not run it twice.
@@ -21,3 +21,16 @@ def scripts_reap() -> dict[str, int]:
 def run_drive(run_id: str) -> None:
     """Drive a run that was started elsewhere (a playbook's execution) until it pauses or ends."""
     engine.drive(run_id, inline_scripts=True)
+
+
+@shared_task(bind=True, max_retries=answerers.BACKEND_RETRIES)
+def step_answer(self, run_id: str) -> None:
+    """Have the model backend answer the run's paused step, and the model steps after it. A backend
+    that is down is tried again with backoff; after the last try the step is left to a host."""
+    try:
+        answerers.pending_answer(run_id)
+    except answerers.BackendUnavailable as exc:
+        if self.request.retries >= self.max_retries:
+            answerers.backend_gave_up(exc.run_id, step_id=exc.step_id, error=exc.message)
+            return
+        raise self.retry(args=(exc.run_id,), countdown=answerers.backoff_seconds(self.request.retries)) from exc

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.caller import Caller
 from accounts.errors import DomainError
-from runs import engine, selectors
+from runs import answerers, engine, selectors
 from runs.graph import Graph, NodeBox, layout
 from runs.handlers import HANDLERS
 from runs.models import Run
@@ -92,6 +92,9 @@ def _page_context(run: Run) -> dict[str, Any]:
         visit["anchor"] = anchors[visit["nodeId"]] == visit["id"]
     graph, graph_nodes = _graph(run, visits)
     step, awaiting = selectors.pending_step(run)
+    # Who answers the step shown, which may be a waiting child's.
+    step_run = (run if step is None or step["runId"] == run.pk else
+                Run.objects.select_related("project").filter(pk=step["runId"]).first())
     costs = history["run"]
     return {
         "run": run,
@@ -106,6 +109,7 @@ def _page_context(run: Run) -> dict[str, Any]:
         "step": step,
         "step_json": _json(step) if step else "",
         "awaiting": awaiting,
+        "waiting": answerers.waiting_for(step_run) if step_run is not None else None,
         # A person answers the steps resume_run answers; the MCP client answers every other.
         "human_step": step is not None and HANDLERS[step["nodeType"]].tool == "resume_run",
         "costs": {"total": _usd(costs["totalCostUsd"]), "metered": _usd(costs["meteredCostUsd"]),

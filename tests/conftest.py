@@ -284,3 +284,16 @@ def fake_server():
     server = FakeServer()
     yield server
     server.close()
+
+
+@pytest.fixture
+def model_backend(settings, fake_server):
+    """The server's model backend pointed at a fake completions API (tests.fakes.FakeCompletions)."""
+    from tests.fakes import FakeCompletions
+
+    fake = FakeCompletions(fake_server)
+    settings.ATRIUM_MODEL_BACKEND_URL = fake.url
+    settings.ATRIUM_MODEL_BACKEND_MODEL = "fake-model"
+    settings.ATRIUM_MODEL_BACKEND_KEY = "sk-test-backend-key-0123456789"
+    settings.ATRIUM_MODEL_BACKEND_TIMEOUT_SECONDS = 5
+    return fake

@@ -9,6 +9,7 @@ playbook is marked detached and runs the workflow as edited. An execution is a r
 
 from __future__ import annotations
 
+import json
 import logging
 from decimal import Decimal
 from typing import Any
@@ -354,9 +355,78 @@ def _refine_prompt(playbook: Playbook, prompt: str, draft: dict[str, Any]) -> st
     )
 
 
+MODEL_ATTEMPTS = 2
+PLAN_FORMAT = (
+    "A plan is JSON: {\"input\": <JSON Schema of type object for the execution's input>, \"steps\": [...], "
+    "\"output\": {\"description\": \"...\", \"value\": <template or mapping of templates>}}. Each step is "
+    "{\"id\", \"title\", \"kind\"} plus: kind capability: \"capability\" (a name from the catalogue) and "
+    "\"input\" (a mapping; string values are templates); kind ai: \"prompt\"; kind judge: \"prompt\", "
+    "\"verdicts\" (two or more) and \"continueOn\" (the verdicts that go on); kind approval: \"prompt\" (a "
+    "person approves or rejects). Templates: {{ context.x }} is the input, {{ stepId }} or {{ stepId.field }} an "
+    "earlier step's output ({{ id.output }} for an ai step). Step ids match [a-zA-Z0-9_-]+ and are not done, "
+    "failed, context or stop_*."
+)
+
+
+def _model_messages(caller: Caller, prompt: str, problems: list[str] | None = None,
+                    answer: str | None = None) -> list[dict[str, str]]:
+    from integrations import search
+    from workflows import templates
+
+    hits = search.capabilities_search(caller=caller, query=prompt[:500], types=["action", "skill"],
+                                      integration_id=None, category=None, limit=15)
+    catalogue = "\n".join(f"- {h['name']}: {h['description'][:200]}" for h in hits)
+    examples = "\n".join(f"- {t['templateId']}: {t['name']}" for t in
+                         templates.template_search(caller=caller, query=prompt, category=None, limit=3))
+    messages = [
+        {"role": "system", "content": "You design automation playbooks for Atrium. Answer with one JSON object, "
+                                      "the plan, and nothing else. " + PLAN_FORMAT},
+        {"role": "user", "content": f"Design a playbook for: {prompt}\n\nCapabilities that may fit (use only "
+                                    f"these names):\n{catalogue or '- none'}\n\nTemplates like it:\n"
+                                    f"{examples or '- none'}"},
+    ]
+    if problems and answer is not None:
+        messages += [{"role": "assistant", "content": answer},
+                     {"role": "user", "content": "That plan is not valid: " + "; ".join(problems)
+                                                 + ". Answer with the corrected plan only."}]
+    return messages
+
+
+def _model_plan(caller: Caller, prompt: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A plan the operator's model drafted, checked (one retry with its problems); or None and why."""
+    from runs import answerers
+
+    problems: list[str] | None = None
+    answer: str | None = None
+    for _ in range(MODEL_ATTEMPTS):
+        try:
+            completion = answerers.completion_request(model=settings.ATRIUM_MODEL_BACKEND_MODEL,
+                                                      messages=_model_messages(caller, prompt, problems, answer))
+        except answerers.BackendFailed as exc:
+            return None, f"The model backend failed: {exc.message}"
+        answer = completion.text
+        text = answer.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+        try:
+            plan = json.loads(text)
+        except ValueError:
+            problems = ["the answer was not JSON"]
+            continue
+        problems = plans.plan_problems(plan)
+        if not problems:
+            try:
+                _integrations_needed(caller, plan, [])
+            except DomainError as exc:
+                problems = [exc.message]
+        if not problems:
+            return plan, None
+    return None, "The model's plan was not valid: " + "; ".join(problems or [])
+
+
 def playbook_generate(*, caller: Caller, prompt: str) -> dict[str, Any]:
     """A saved playbook drafted from `prompt`: by the operator's model backend when there is one, else
-    from the best-matching template, else from the best-matching capabilities."""
+    (or when the model's plan is not valid) from the best-matching template, else from the
+    best-matching capabilities."""
+    from runs import answerers
     from workflows import templates
     from workflows.playbook_selectors import playbook_detail
 
@@ -364,6 +434,14 @@ def playbook_generate(*, caller: Caller, prompt: str) -> dict[str, Any]:
     if len(prompt) < 10:
         raise InvalidInput("prompt must be at least 10 characters: say what the playbook should do.",
                            code="invalid_input")
+    model_error = None
+    if answerers.backend_configured():
+        plan, model_error = _model_plan(caller, prompt)
+        if plan is not None:
+            playbook = playbook_create(caller=caller, name=_draft_name(prompt), goal=prompt, plan=plan)
+            draft = {"source": "model", "templateId": None, "capabilities": plans.plan_capabilities(playbook.plan)}
+            return {**playbook_detail(caller=caller, playbook_id=playbook.pk), "draft": draft,
+                    "refinePrompt": _refine_prompt(playbook, prompt, draft)}
     matches = templates.template_search(caller=caller, query=prompt, category=None, limit=1)
     template = None
     if matches and matches[0].get("score", 0) >= TEMPLATE_MATCH_MIN:
@@ -378,5 +456,7 @@ def playbook_generate(*, caller: Caller, prompt: str) -> dict[str, Any]:
         plan, names = _capability_steps(caller, prompt)
         playbook = playbook_create(caller=caller, name=_draft_name(prompt), goal=prompt, plan=plan)
         draft = {"source": "capabilities", "templateId": None, "capabilities": names}
+    if model_error:
+        draft["modelError"] = model_error
     return {**playbook_detail(caller=caller, playbook_id=playbook.pk), "draft": draft,
             "refinePrompt": _refine_prompt(playbook, prompt, draft)}

@@ -386,6 +386,9 @@ ATRIUM_TRIGGER_EVENT_FIRINGS_PER_MINUTE = int(os.environ.get("ATRIUM_TRIGGER_EVE
 ATRIUM_WEBHOOK_MAX_BYTES = int(os.environ.get("ATRIUM_WEBHOOK_MAX_BYTES", "262144"))
 ATRIUM_WEBHOOK_TOLERANCE_SECONDS = int(os.environ.get("ATRIUM_WEBHOOK_TOLERANCE_SECONDS", "300"))
 
+# What one trigger-started playbook execution may spend on model answers unless its playbook says.
+ATRIUM_PLAYBOOK_SPENDING_CAP_USD = os.environ.get("ATRIUM_PLAYBOOK_SPENDING_CAP_USD", "1.00")
+
 # Script nodes: how long a web request waits for a script before answering with the run
 # `running` (a worker, or a thread without a broker, carries it on); how many of one user's
 # scripts run at once (the rest wait their turn); and how long past its timeout a script's worker

@@ -36,6 +36,7 @@ urlpatterns = [
     path("api/runs/", include("runs.api_urls")),
     path("api/kb/", include("docs_kb.api_urls")),
     path("api/", include("integrations.api_urls")),
+    path("api/", include("workflows.playbook_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     # OAuth 2.1 authorization server. Only the endpoints MCP clients use are mounted: no

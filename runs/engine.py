@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -39,6 +41,8 @@ from workflows.events import event_emit
 from workflows.models import Workflow, WorkflowRevision
 from workflows.scoping import Scope
 from workflows.selectors import workflow_find
+
+logger = logging.getLogger(__name__)
 
 RUN_NOT_FOUND = "Run not found."
 
@@ -167,6 +171,39 @@ def run_start(*, caller: Caller, scope: Scope, workflow_id: str, source: str | N
                      workflow_key=workflow.workflow_id, source=workflow.source, host=host, caps=caps, kind=kind)
     drive(run.pk)
     return Run.objects.get(pk=run.pk)
+
+
+def run_dispatch(run_id: str) -> None:
+    """Have a new run driven: by a worker once the run is committed, when there is a broker (one that
+    is down leaves it to scripts_reap, which sends runs that never started), else here and now."""
+    from runs.tasks import run_drive
+
+    if run_drive.app.conf.task_always_eager:
+        drive(run_id)
+    else:
+        transaction.on_commit(lambda: _run_send(run_id))
+
+
+def _run_send(run_id: str) -> None:
+    from runs.tasks import run_drive
+
+    try:
+        run_drive.apply_async((run_id,), retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5,
+                                                       "interval_max": 1})
+    except Exception as exc:  # kombu's OperationalError, or the transport's own connection errors
+        logger.warning("Could not send run %s to a worker (%s); it will be sent again", run_id, exc)
+
+
+def runs_unstarted_send(*, older_than: timedelta) -> int:
+    """Send again the runs that were created but never entered a node (their send failed)."""
+    cutoff = timezone.now() - older_than
+    unstarted = Run.objects.filter(status=Run.Status.RUNNING, parent__isnull=True, started_at__lt=cutoff,
+                                   nodes__isnull=True)
+    sent = 0
+    for run_id in list(unstarted.values_list("pk", flat=True)[:500]):
+        _run_send(run_id)
+        sent += 1
+    return sent
 
 
 # --- driving ---------------------------------------------------------------------------------------

@@ -411,7 +411,8 @@ def scripts_reap(*, now: datetime | None = None) -> dict[str, int]:
         except Exception:
             # One run that cannot go on must not keep the reaper from the others.
             logger.exception("Run %s could not go on after its script's worker was lost", run_id)
-    sent = 0
+    # A run whose first send failed has no node yet; give the broker a minute before sending it again.
+    sent = engine.runs_unstarted_send(older_than=timedelta(seconds=60))
     unsent = NodeRun.objects.filter(node_type="script", status=NodeRun.Status.RUNNING, run__status=Run.Status.RUNNING,
                                     dispatched_at__isnull=True, lease_expires_at__isnull=True)
     for node_run_id in list(unsent.order_by("started_at", "pk").values_list("pk", flat=True)):

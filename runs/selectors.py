@@ -154,7 +154,7 @@ def run_history(run: Run) -> dict[str, Any]:
 def run_owned(user: Any, run_id: str) -> Run | None:
     """The run when `user` owns it. The page's ?project= is informational: the id is unique, and
     anyone else's run is "not found", so its existence does not leak."""
-    return Run.objects.select_related("project", "parent").filter(pk=run_id, owner=user).first()
+    return Run.objects.select_related("project", "parent", "playbook", "trigger").filter(pk=run_id, owner=user).first()
 
 
 def run_version(run: Run) -> str:

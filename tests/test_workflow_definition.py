@@ -176,7 +176,7 @@ def test_executors_list_every_node_type_with_its_keys_and_exactly_one_of_groups(
     listed = {e["type"]: e for e in executors()}
 
     assert set(listed) == set(NODE_TYPES)
-    assert listed["script"]["exactlyOneOf"] == [["script", "command"]]
+    assert listed["script"]["exactlyOneOf"] == [["script", "command", "capability"]]
     assert listed["script"]["events"] == ["success", "failure"]
     assert listed["script"]["pauses"] is False
     assert listed["ai_agent"]["pauses"] is True
@@ -265,8 +265,8 @@ def test_mistyped_values_are_reported_naming_the_node_the_key_and_the_rule(type_
 
 ONE_OF = [
     ("script", {"command": ["ls"]},
-     "nodes.n: script nodes need exactly one of script, command (found script, command)."),
-    ("script", {"script": None}, "nodes.n: script nodes need exactly one of script, command (found none)."),
+     "nodes.n: script nodes need exactly one of script, command, capability (found script, command)."),
+    ("script", {"script": None}, "nodes.n: script nodes need exactly one of script, command, capability (found none)."),
     ("map", {"extract": "List the files"},
      "nodes.n: map nodes need exactly one of items, extract (found items, extract)."),
     ("map", {"items": None}, "nodes.n: map nodes need exactly one of items, extract (found none)."),

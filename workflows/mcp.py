@@ -10,7 +10,8 @@ from pydantic import Field, WithJsonSchema
 
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, error_payload_result, tool
-from workflows import conversion, selectors, services
+from runs.engine import public_url
+from workflows import conversion, playbook_selectors, playbooks, selectors, services
 from workflows.definition import AUTHORING, executors, json_schema
 from workflows.scoping import MAX_CWD_CHARS, Scope, scope_resolve
 
@@ -237,3 +238,176 @@ class WorkflowTools(Toolset):
         return conversion.skill_conversion_finalize(
             caller=self.caller, scope=self._scope(cwd, global_), raw_model_output=raw_model_output,
             skill_path=skill_path, target_id=target_id, target_source=target_source, overwrite=overwrite)
+
+
+# --- Aident's playbook, template and dashboard tools -------------------------------------------------
+
+PLAYBOOKS_READ, PLAYBOOKS_CREATE = "playbooks:read", "playbooks:create"
+PLAYBOOKS_EXECUTE, PLAYBOOKS_MANAGE = "playbooks:execute", "playbooks:manage"
+TEMPLATES_READ, TEMPLATES_USE, DASHBOARD_READ = "templates:read", "templates:use", "dashboard:read"
+
+PlaybookId = Annotated[str, Field(min_length=1, max_length=32, description=(
+    "The playbook's id (playbookId from playbooks_list; the reference calls it the editor session id)."))]
+TemplateId = Annotated[str, Field(min_length=1, max_length=100, description="The template's id (templateId).")]
+ExecutionId = Annotated[str, Field(min_length=1, max_length=32, description=(
+    "The execution's id (executionId from playbooks_execute or executions_list)."))]
+Limit = Annotated[int, Field(ge=1, le=100, description="At most this many (default 20).")]
+Offset = Annotated[int, Field(ge=0, le=100_000, description="Skip this many first (default 0).")]
+Category = Annotated[str | None, Field(max_length=60, description=(
+    "Only templates of this category (engineering, reporting, notifications, knowledge, operations)."))]
+
+
+class PlaybookTools(Toolset):
+    """Errors are {error, code} (plus the fields the tool names) with isError set, as the capability tools'."""
+
+    def _error_result(self, exc: DomainError) -> types.CallToolResult:
+        return error_payload_result({"error": exc.message, "code": exc.code, **exc.extra})
+
+    @tool(name="playbooks_list", title="List playbooks", scope=PLAYBOOKS_READ, read_only=True, destructive=False,
+          idempotent=True, open_world=False)
+    def playbooks_list(self, limit: Limit = 20, offset: Offset = 0) -> Any:
+        """Your playbooks, most recently changed first, with status and trigger info: {playbooks: [{playbookId,
+        name, goal, status (Healthy or Not Ready), statusReasons, triggerActive, triggers, nextFireAt,
+        integrations, lastExecution, detached}], total, limit, offset}."""
+        return playbook_selectors.playbook_list(caller=self.caller, limit=limit, offset=offset)
+
+    @tool(name="playbooks_get", title="Get a playbook", scope=PLAYBOOKS_READ, read_only=True, destructive=False,
+          idempotent=True, open_world=False)
+    def playbooks_get(self, playbookId: PlaybookId) -> Any:
+        """A playbook's details: status with its reasons, the plan (input card, steps, output card), content (its
+        compiled workflow's YAML), workflowId (edit it with the workflow tools, global store; the plan follows, or
+        the playbook says it was detached), integrations with your connection state, and trigger configuration."""
+        return playbook_selectors.playbook_detail(caller=self.caller, playbook_id=playbookId)
+
+    @tool(name="playbooks_generate", title="Generate a playbook", scope=PLAYBOOKS_CREATE, read_only=False,
+          destructive=False, idempotent=False, open_world=False)
+    def playbooks_generate(
+        self,
+        prompt: Annotated[str, Field(min_length=10, max_length=4000, description=(
+            "What the playbook should do, in words (at least 10 characters)."))],
+    ) -> Any:
+        """Create a playbook from a description. With a model backend on the server the model drafts it from the
+        prompt, the capability catalogue and the templates; without one Atrium drafts it from the best-matching
+        template and capabilities. Either way the answer is a saved playbook (as playbooks_get shows it), `draft`
+        (how it was made) and `refinePrompt`, a ready prompt for you to improve it through the workflow tools or
+        the REST API."""
+        return playbooks.playbook_generate(caller=self.caller, prompt=prompt)
+
+    @tool(name="playbooks_execute", title="Execute a playbook", scope=PLAYBOOKS_EXECUTE, read_only=False,
+          destructive=True, idempotent=False, open_world=True)
+    def playbooks_execute(
+        self,
+        playbookId: PlaybookId,
+        input: Annotated[dict[str, Any] | None, Field(description=(
+            "Input for the playbook, matching its plan's input card (playbooks_get shows it)."))] = None,
+    ) -> Any:
+        """Start an execution and return at once: {executionId, sessionId, status, url}. It goes on on the server;
+        poll executions_get or executions_messages. Its AI steps are yours to answer (get_run_status and
+        advance_run with the executionId as run_id and global: true); a trigger's executions are answered by the
+        server's model backend when there is one. An input that breaks the input card fails with invalid_input
+        and `problems`."""
+        playbook = playbooks.playbook_get_owned(caller=self.caller, playbook_id=playbookId)
+        run = playbooks.execution_start(caller=self.caller, playbook=playbook, input=input)
+        run.refresh_from_db()
+        return {"executionId": run.pk, "sessionId": run.pk, "playbookId": playbook.pk, "status": run.status,
+                "url": public_url(run)}
+
+    @tool(name="playbooks_trigger_activate", title="Turn a playbook's triggers on or off", scope=PLAYBOOKS_MANAGE,
+          read_only=False, destructive=False, idempotent=True, open_world=False)
+    def playbooks_trigger_activate(
+        self, playbookId: PlaybookId,
+        enabled: Annotated[bool, Field(description="true to enable the playbook's triggers, false to disable them.")],
+    ) -> Any:
+        """Enable or disable the playbook's triggers (all of them). Answers {playbookId, enabled, triggers, status,
+        statusReasons}."""
+        playbook = playbooks.playbook_triggers_activate(caller=self.caller, playbook_id=playbookId, enabled=enabled)
+        detail = playbook_selectors.playbook_detail(caller=self.caller, playbook_id=playbook.pk)
+        return {"playbookId": playbook.pk, "enabled": enabled, "triggers": detail["triggers"],
+                "status": detail["status"], "statusReasons": detail["statusReasons"]}
+
+    @tool(name="playbooks_history", title="A playbook's executions", scope=PLAYBOOKS_READ, read_only=True,
+          destructive=False, idempotent=True, open_world=False)
+    def playbooks_history(
+        self, playbookId: PlaybookId,
+        limit: Annotated[int, Field(ge=1, le=100, description="At most this many (default 10).")] = 10,
+    ) -> Any:
+        """The playbook's executions, newest first: {playbookId, name, executions: [{executionId, status, startedBy,
+        triggerId, startedAt, completedAt, stopReason, error, totalCostUsd, url}], total}."""
+        return playbook_selectors.playbook_history(caller=self.caller, playbook_id=playbookId, limit=limit)
+
+    @tool(name="templates_search", title="Search playbook templates", scope=TEMPLATES_READ, read_only=True,
+          destructive=False, idempotent=True, open_world=False)
+    def templates_search(
+        self,
+        query: Annotated[str | None, Field(max_length=500, description="Words to look for.")] = None,
+        category: Category = None,
+    ) -> Any:
+        """Templates matching the words (name, description, category, integrations, step titles), best first:
+        {templates: [{templateId, name, description, category, requiredIntegrations, stepCount}]}."""
+        from workflows import templates
+
+        return {"templates": templates.template_search(caller=self.caller, query=query, category=category)}
+
+    @tool(name="templates_list", title="List playbook templates", scope=TEMPLATES_READ, read_only=True,
+          destructive=False, idempotent=True, open_world=False)
+    def templates_list(self, category: Category = None, limit: Limit = 20, offset: Offset = 0) -> Any:
+        """The templates, by category and name: {templates: [...], total, limit, offset}."""
+        from workflows import templates
+
+        return templates.template_list(caller=self.caller, category=category, limit=limit, offset=offset)
+
+    @tool(name="templates_get", title="Get a playbook template", scope=TEMPLATES_READ, read_only=True,
+          destructive=False, idempotent=True, open_world=False)
+    def templates_get(self, templateId: TemplateId) -> Any:
+        """A template's details: description, plan, example input, suggested triggers and requiredIntegrations
+        [{integrationId, name, connected}] with your connection state (`ready` when all are connected)."""
+        from workflows import templates
+
+        return templates.template_get(caller=self.caller, template_id=templateId)
+
+    @tool(name="templates_instantiate", title="Create a playbook from a template", scope=TEMPLATES_USE,
+          read_only=False, destructive=False, idempotent=False, open_world=False)
+    def templates_instantiate(
+        self, templateId: TemplateId,
+        name: Annotated[str | None, Field(min_length=1, max_length=200, description=(
+            "A name for the new playbook (default: the template's)."))] = None,
+    ) -> Any:
+        """Create a playbook of yours from the template, with its suggested triggers turned off (turn them on with
+        playbooks_trigger_activate once its integrations are connected). Answers the playbook as playbooks_get
+        does."""
+        playbook = playbooks.playbook_instantiate(caller=self.caller, template_id=templateId, name=name)
+        return playbook_selectors.playbook_detail(caller=self.caller, playbook_id=playbook.pk)
+
+    @tool(name="dashboard_overview", title="Dashboard", scope=DASHBOARD_READ, read_only=True, destructive=False,
+          idempotent=True, open_world=False)
+    def dashboard_overview(self) -> Any:
+        """Playbooks with an active trigger or a running execution: {playbooks: [{playbookId, name, status,
+        statusReasons, triggers, nextFireAt, runningExecutions, lastExecution}], totals}."""
+        return playbook_selectors.dashboard_overview(caller=self.caller)
+
+    @tool(name="executions_list", title="List executions", scope=DASHBOARD_READ, read_only=True, destructive=False,
+          idempotent=True, open_world=False)
+    def executions_list(self, limit: Limit = 20, offset: Offset = 0) -> Any:
+        """Recent executions across your playbooks, newest first: {executions: [{executionId, playbookId,
+        playbookName, status, startedBy, startedAt, completedAt, error, totalCostUsd, url}], total, limit, offset}."""
+        return playbook_selectors.executions_list(caller=self.caller, limit=limit, offset=offset)
+
+    @tool(name="executions_get", title="Get an execution", scope=DASHBOARD_READ, read_only=True, destructive=False,
+          idempotent=True, open_world=False)
+    def executions_get(self, executionId: ExecutionId) -> Any:
+        """An execution: status, input, result, error, stopReason, messages, costs, url (the run page), and while it
+        waits pendingStep and waitingFor (who is to answer: a host, the server's model or a person; an Atrium
+        extension)."""
+        run = playbook_selectors.execution_get_owned(caller=self.caller, execution_id=executionId)
+        return playbook_selectors.execution_detail(run)
+
+    @tool(name="executions_messages", title="An execution's messages", scope=DASHBOARD_READ, read_only=True,
+          destructive=False, idempotent=True, open_world=False)
+    def executions_messages(
+        self,
+        sessionId: Annotated[str, Field(min_length=1, max_length=32, description=(
+            "The execution's session id (its executionId)."))],
+    ) -> Any:
+        """A simplified chat transcript of the execution, for polling: {sessionId, status, done, messages: [{role
+        (system, user, assistant, tool), content, stepId, at}]}."""
+        return playbook_selectors.execution_messages_get(caller=self.caller, session_id=sessionId)

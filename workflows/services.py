@@ -21,6 +21,7 @@ from workflows.definition import ID_RE, MAX_ID_LENGTH
 from workflows.errors import WorkflowConflict, WorkflowReferenced
 from workflows.models import Project, ProjectRoot, Workflow, WorkflowAsset, WorkflowRevision
 from workflows.paths import cwd_normalize, project_id_derive
+from workflows.playbooks import playbook_follow_workflow
 from workflows.scoping import Scope, server_paths_allowed
 from workflows.selectors import (
     GLOBAL,
@@ -148,6 +149,7 @@ def workflow_save(*, caller: Caller, scope: Scope, workflow_id: str, source: str
     _assets_replace(workflow, assets)
     _revision(caller=caller, workflow=workflow, action=action)
     repofiles.write_on_commit(scope, workflow)
+    playbook_follow_workflow(workflow=workflow)
     return workflow
 
 
@@ -167,6 +169,7 @@ def workflow_update(*, caller: Caller, scope: Scope, workflow_id: str, source: s
     workflow.save()
     _revision(caller=caller, workflow=workflow, action=WorkflowRevision.Action.UPDATE)
     repofiles.write_on_commit(scope, workflow)
+    playbook_follow_workflow(workflow=workflow)
     return workflow
 
 
@@ -324,6 +327,7 @@ def workflow_restore(*, caller: Caller, revision: WorkflowRevision) -> Workflow:
         workflow.save()
         _assets_replace(workflow, assets)
         _revision(caller=caller, workflow=workflow, action=WorkflowRevision.Action.RESTORE)
+        playbook_follow_workflow(workflow=workflow)
         return workflow
     return workflow_save(caller=caller, scope=scope, workflow_id=revision.workflow_key, source=source,
                          config=revision.yaml_text, overwrite=False, assets=assets,

@@ -1,5 +1,4 @@
-"""Playbooks for tests of what starts their executions: a Playbook row and its compiled workflow, made
-the way playbook_create makes them (plan_compile, then workflow_save into the owner's global store)."""
+"""Playbooks for tests of what starts their executions."""
 
 from __future__ import annotations
 
@@ -8,9 +7,7 @@ from typing import Any
 from accounts.caller import Caller
 from accounts.models import User
 from workflows.models import Playbook
-from workflows.plans import plan_check, plan_compile
-from workflows.scoping import Scope
-from workflows.services import workflow_save
+from workflows.playbooks import playbook_create
 
 # One AI step: an execution starts and pauses there, with no script and no worker.
 PLAN: dict[str, Any] = {
@@ -21,11 +18,4 @@ PLAN: dict[str, Any] = {
 
 
 def playbook_make(user: User, *, name: str = "Morning digest", plan: dict[str, Any] | None = None) -> Playbook:
-    plan = plan_check(plan or PLAN)
-    caller = Caller.trusted(user, via="command")
-    playbook = Playbook.objects.create(owner=user, name=name, plan=plan)
-    playbook.workflow = workflow_save(caller=caller, scope=Scope(owner=user, project=None),
-                                      workflow_id=f"playbook-{playbook.pk}", source="global",
-                                      config=plan_compile(name=name, goal="", plan=plan), overwrite=False)
-    playbook.save(update_fields=["workflow"])
-    return playbook
+    return playbook_create(caller=Caller.trusted(user, via="command"), name=name, plan=plan or PLAN)

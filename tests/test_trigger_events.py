@@ -14,7 +14,6 @@ from elements.types import ElementType
 from integrations import services as integration_services
 from runs import engine
 from runs.models import Run
-from tests import execution_standin
 from tests.playbook_helpers import playbook_make
 from workflows import events, tasks, triggers
 from workflows.models import Trigger, TriggerFiring
@@ -23,11 +22,6 @@ from workflows.services import workflow_save
 
 QUICK = {"name": "Quick", "start": "done", "nodes": {"done": {"type": "end"}}}
 BROKEN = {"name": "Broken", "start": "done", "nodes": {"done": {"type": "end", "status": "failed"}}}
-
-
-@pytest.fixture(autouse=True)
-def _executions(monkeypatch):
-    execution_standin.install(monkeypatch)
 
 
 @pytest.fixture

@@ -11,18 +11,12 @@ from django.db import connections
 from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
 from runs.models import Run
-from tests import execution_standin
 from tests.playbook_helpers import playbook_make
 from workflows import triggers
 from workflows.models import Trigger, TriggerFiring
 
 NEW_YORK = ZoneInfo("America/New_York")
 LONDON = ZoneInfo("Europe/London")
-
-
-@pytest.fixture(autouse=True)
-def _executions(monkeypatch):
-    execution_standin.install(monkeypatch)
 
 
 def caller(member) -> Caller:

@@ -15,6 +15,7 @@ from accounts.errors import InvalidInput, NotFound
 from integrations import crypto
 from integrations.executors.webhook import signature
 from runs.models import Run
+from tests.conftest import Api
 from tests.playbook_helpers import playbook_make
 from workflows import triggers
 from workflows.models import Trigger, TriggerFiring
@@ -36,7 +37,7 @@ def webhook(member, *, enabled=True, playbook=None, **spec) -> triggers.TriggerC
 
 
 def path_of(created: triggers.TriggerCreated) -> str:
-    return urlsplit(created.webhook["webhookUrl"]).path
+    return urlsplit(created.secrets["webhookUrl"]).path
 
 
 def deliver(http, created, body: object = None, *, raw: bytes | None = None, secret: str | None = None,
@@ -46,7 +47,7 @@ def deliver(http, created, body: object = None, *, raw: bytes | None = None, sec
     extra = {}
     if headers:
         extra = {"HTTP_X_ATRIUM_TIMESTAMP": stamp,
-                 "HTTP_X_ATRIUM_SIGNATURE": sign or signature(secret or created.webhook["secret"], stamp, data)}
+                 "HTTP_X_ATRIUM_SIGNATURE": sign or signature(secret or created.secrets["secret"], stamp, data)}
     return http.post(path_of(created), data=data, content_type="application/json", **extra)
 
 
@@ -60,7 +61,7 @@ def refused(response, status: int, code: str) -> dict:
 def test_creating_a_webhook_shows_its_url_and_secret_once_and_keeps_neither(alice, settings):
     created = webhook(alice)
 
-    url, secret = created.webhook["webhookUrl"], created.webhook["secret"]
+    url, secret = created.secrets["webhookUrl"], created.secrets["secret"]
     token = url.rsplit("/", 1)[1]
     assert url == f"{settings.ATRIUM_PUBLIC_URL}/hooks/playbooks/{token}"
     stored = Trigger.objects.get(pk=created.trigger.pk)
@@ -96,7 +97,7 @@ def test_a_delivery_signed_with_another_secret_is_refused(alice, charlie, http):
     alices = webhook(alice)
     charlies = webhook(charlie)
 
-    response = deliver(http, alices, {"repo": "atrium"}, secret=charlies.webhook["secret"])
+    response = deliver(http, alices, {"repo": "atrium"}, secret=charlies.secrets["secret"])
 
     refused(response, 401, "invalid_signature")
     assert not Run.objects.exists()
@@ -109,7 +110,7 @@ def test_a_delivery_signed_with_another_secret_is_refused(alice, charlie, http):
 def test_an_unsigned_or_altered_delivery_is_refused(alice, http, change):
     created = webhook(alice)
     stamp = str(int(time.time()))
-    good = signature(created.webhook["secret"], stamp, b'{"repo": "atrium"}')
+    good = signature(created.secrets["secret"], stamp, b'{"repo": "atrium"}')
     kwargs = {
         "no headers": {"headers": False},
         "no signature": {"sign": " "},
@@ -144,9 +145,9 @@ def test_the_timestamps_tolerance_is_a_setting(alice, settings):
 
     with pytest.raises(triggers.WebhookRefused) as late:
         triggers.webhook_receive(token=token, timestamp="1000", body=body, now=1011.0,
-                                 signature=signature(created.webhook["secret"], "1000", body))
+                                 signature=signature(created.secrets["secret"], "1000", body))
     fired = triggers.webhook_receive(token=token, timestamp="1000", body=body, now=1010.0,
-                                     signature=signature(created.webhook["secret"], "1000", body))
+                                     signature=signature(created.secrets["secret"], "1000", body))
 
     assert (late.value.http_status, late.value.code) == (401, "stale_timestamp")
     assert fired.run is not None and fired.firing.outcome == "started"
@@ -156,7 +157,7 @@ def test_a_replayed_delivery_is_refused_and_starts_nothing_more(alice, http):
     created = webhook(alice)
     stamp = str(int(time.time()))
     raw = b'{"repo": "atrium"}'
-    sign = signature(created.webhook["secret"], stamp, raw)
+    sign = signature(created.secrets["secret"], stamp, raw)
 
     first = deliver(http, created, raw=raw, timestamp=stamp, sign=sign)
     again = deliver(http, created, raw=raw, timestamp=stamp, sign=sign)
@@ -182,8 +183,8 @@ def test_an_oversized_body_is_refused_unread(alice, http, settings):
 
 def test_an_unknown_url_is_not_found_and_records_nothing(alice, http):
     created = webhook(alice)
-    unknown = triggers.TriggerCreated(trigger=created.trigger, webhook={
-        **created.webhook, "webhookUrl": created.webhook["webhookUrl"][:-4] + "xxxx"})
+    unknown = triggers.TriggerCreated(trigger=created.trigger, secrets={
+        **created.secrets, "webhookUrl": created.secrets["webhookUrl"][:-4] + "xxxx"})
 
     response = deliver(http, unknown, {"repo": "atrium"})
 
@@ -229,9 +230,9 @@ def test_a_rotated_secret_retires_the_old_url_and_secret(alice, http):
 
     rotated = triggers.webhook_secret_rotate(caller=caller(alice), trigger=created.trigger)
 
-    assert rotated.webhook["secret"] != created.webhook["secret"]
+    assert rotated.secrets["secret"] != created.secrets["secret"]
     refused(deliver(http, created, {"repo": "atrium"}), 404, "webhook_not_found")
-    signed_with_old = deliver(http, rotated, {"repo": "atrium"}, secret=created.webhook["secret"])
+    signed_with_old = deliver(http, rotated, {"repo": "atrium"}, secret=created.secrets["secret"])
     refused(signed_with_old, 401, "invalid_signature")
     assert deliver(http, rotated, {"repo": "atrium"}).status_code == 202
 
@@ -247,7 +248,7 @@ def test_charlie_cannot_rotate_alices_secret_and_only_webhooks_have_one(alice, c
         triggers.webhook_secret_rotate(caller=caller(alice), trigger=timed)
 
     stored = Trigger.objects.get(pk=created.trigger.pk)
-    assert crypto.unseal(stored.sealed_secret) == created.webhook["secret"]
+    assert crypto.unseal(stored.sealed_secret) == created.secrets["secret"]
 
 
 def test_a_webhook_spec_takes_only_input_and_enabled(alice):
@@ -264,3 +265,23 @@ def test_a_webhook_answers_only_post(alice, http):
 
     assert http.get(path_of(created)).status_code == 405
     assert not TriggerFiring.objects.exists()
+
+
+def test_a_webhook_made_through_the_rest_api_takes_a_delivery(alice, charlie, http):
+    playbook = playbook_make(alice.user)
+    api = Api(alice)
+
+    made = api.post(f"/api/playbooks/{playbook.pk}/triggers/", {"type": "webhook", "enabled": True})
+    listed = api.get(f"/api/playbooks/{playbook.pk}/triggers/")
+    hidden = Api(charlie).get(f"/api/playbooks/{playbook.pk}/triggers/")
+
+    assert made.status_code == 201, made.content
+    body = made.json()
+    assert body["type"] == "webhook" and body["enabled"] is True
+    assert body["webhookUrl"].startswith(body["webhookUrlPrefix"]) and body["secret"].startswith("whsec_")
+    assert listed.status_code == 200 and "secret" not in listed.json()["triggers"][0]
+    assert hidden.status_code == 404
+    created = triggers.TriggerCreated(trigger=Trigger.objects.get(pk=body["id"]),
+                                      secrets={"webhookUrl": body["webhookUrl"], "secret": body["secret"]})
+    assert deliver(http, created, {"repo": "atrium"}).status_code == 202
+    assert Run.objects.get().trigger_id == body["id"]

@@ -273,3 +273,19 @@ def test_twenty_beats_ticking_at_once_fire_a_due_schedule_once(alice):
     assert sum(c["claimed_elsewhere"] for c in counts) == sum(c["due"] for c in counts) - 1
     assert TriggerFiring.objects.filter(trigger=trigger).count() == 1
     assert Run.objects.filter(trigger=trigger).count() == 1
+
+
+def test_a_cron_that_no_longer_parses_fails_its_firing_and_not_the_others(alice):
+    broken = schedule(alice, cron="0 9 * * *")
+    fine = schedule(alice, cron="0 9 * * *")
+    due_at(broken, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+    due_at(fine, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+    Trigger.objects.filter(pk=broken.pk).update(cron="0 99 * * *")  # as a hand edit in the database would
+
+    counts = triggers.triggers_fire_due(now=datetime(2026, 3, 2, 9, 1, tzinfo=UTC))
+
+    assert (counts["failed"], counts["started"]) == (1, 1)
+    failed = TriggerFiring.objects.get(trigger=broken)
+    assert failed.outcome == "failed" and "does not parse" in failed.detail and failed.run is None
+    assert TriggerFiring.objects.get(trigger=fine).outcome == "started"
+    assert Trigger.objects.get(pk=broken.pk).next_fire_at is None  # it waits for a fix, not for every tick

@@ -284,3 +284,15 @@ def test_a_broker_that_refuses_the_event_does_not_fail_the_write(alice, committe
 
     assert element.pk is not None
     assert not TriggerFiring.objects.filter(trigger=trigger).exists()
+
+
+def test_an_event_no_enabled_trigger_waits_for_is_not_sent(alice, bob, committed, monkeypatch):
+    on_event(alice, "element.created", enabled=False)
+    on_event(bob, "element.created")
+    sent = []
+    monkeypatch.setattr(tasks.event_dispatch, "apply_async", lambda *args, **kwargs: sent.append(args))
+
+    with committed():
+        memory(alice)
+
+    assert sent == []

@@ -373,7 +373,18 @@ CELERY_BEAT_SCHEDULE = {
     "purge-expired-credentials": {"task": "accounts.tasks.purge_expired", "schedule": 3600.0},
     "reap-scripts": {"task": "runs.tasks.scripts_reap", "schedule": 60.0},
     "reap-skill-executions": {"task": "integrations.tasks.executions_reap", "schedule": 60.0},
+    "fire-due-triggers": {"task": "workflows.tasks.triggers_fire_due",
+                          "schedule": float(os.environ.get("ATRIUM_TRIGGER_TICK_SECONDS", "30"))},
 }
+# The queue tasks are sent to and workers read when started without -Q.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+
+# Playbook triggers: how many executions one event trigger starts per minute (more are recorded
+# `skipped`; 0 turns the cap off), the largest inbound webhook body, and how far a webhook's
+# X-Atrium-Timestamp may be from the server's clock.
+ATRIUM_TRIGGER_EVENT_FIRINGS_PER_MINUTE = int(os.environ.get("ATRIUM_TRIGGER_EVENT_FIRINGS_PER_MINUTE", "30"))
+ATRIUM_WEBHOOK_MAX_BYTES = int(os.environ.get("ATRIUM_WEBHOOK_MAX_BYTES", "262144"))
+ATRIUM_WEBHOOK_TOLERANCE_SECONDS = int(os.environ.get("ATRIUM_WEBHOOK_TOLERANCE_SECONDS", "300"))
 
 # What one trigger-started playbook execution may spend on model answers unless its playbook says.
 ATRIUM_PLAYBOOK_SPENDING_CAP_USD = os.environ.get("ATRIUM_PLAYBOOK_SPENDING_CAP_USD", "1.00")

@@ -9,6 +9,7 @@ from accounts.endpoint import McpEndpoint
 from accounts.ratelimit import refuse_blocked_address
 from config import views
 from runs.urls import alias_urlpatterns as run_alias_urlpatterns
+from workflows import hooks as workflow_hooks
 from workflows.urls import project_urlpatterns
 
 handler404 = views.not_found
@@ -17,6 +18,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("mcp", McpEndpoint.as_view(), name="mcp"),
+    path("hooks/playbooks/<str:token>", workflow_hooks.playbook_webhook, name="playbook-webhook"),
     # The sign-in forms, ahead of the includes that also route them, so an address with too many
     # failed authentications is refused before any password is checked.
     path("admin/login/", refuse_blocked_address(admin.site.login)),

@@ -33,6 +33,7 @@ from elements.types import (
     datetime_parse,
     element_type_parse,
 )
+from workflows.events import event_emit
 
 
 class ElementExists(DomainError):
@@ -79,6 +80,13 @@ def _audit(caller: Caller, action: str, element: Element, **detail: Any) -> None
                  detail=detail)
 
 
+def _emit(name: str, element: Element, **data: Any) -> None:
+    # The element's owner's event, also when a curator made the change in admin.
+    event_emit(owner_id=element.owner_id, name=name, data={
+        "type": element.element_type, "name": element.name, "uniqueId": element.unique_id,
+        "tags": list(element.tags or []), **data})
+
+
 @transaction.atomic
 def element_create(
     *, caller: Caller, element_type: ElementType, name: object, params: dict[str, Any], action: str = "create",
@@ -108,6 +116,7 @@ def element_create(
         raise ElementExists(f"A {element_type.value} named '{name}' already exists.") from exc
     _revision(caller=caller, element=element, action=action)
     _audit(caller, action, element)
+    _emit("element.created", element)
     return element
 
 
@@ -167,6 +176,7 @@ def element_edit(
     element.save()
     _revision(caller=caller, element=element, action=ElementRevision.Action.UPDATE)
     _audit(caller, "update", element, fields=sorted(changes))
+    _emit("element.changed", element, fields=sorted(changes))
     return element
 
 
@@ -322,6 +332,7 @@ def element_import(
     if existing is not None:
         _revision(caller=caller, element=element, action=action)
         _audit(caller, action, element, replaced=True)
+        _emit("element.changed", element, fields=sorted(params))
     return element, existing is None
 
 
@@ -345,6 +356,9 @@ def memory_entry_add(
     _evict_oldest(memory)
     Element.objects.filter(pk=memory.pk).update(modified=timezone.now())
     _audit(caller, "add_entry", memory, entry=entry.entry_id)
+    event_emit(owner_id=memory.owner_id, name="memory.entry_added", data={
+        "memory": memory.name, "entryId": entry.entry_id, "content": entry.content, "tags": list(entry.tags or []),
+        "source": entry.source})
     return entry
 
 

@@ -32,6 +32,7 @@ from integrations import catalogue, schemas, search, selectors, skills, vault
 from integrations.executors import EXECUTORS, ActionCall, ActionFailed, IntegrationSpec
 from integrations.models import Action, Execution, Integration, Skill
 from integrations.openapi import ImportReport, integration_import
+from workflows.events import event_emit
 
 logger = logging.getLogger(__name__)
 
@@ -240,12 +241,15 @@ def _skill_named(caller: Caller, name: str) -> Skill | None:
 def _record(*, caller: Caller, name: str, kind: str, status: str, input: dict[str, Any], started: float,
             integration: Integration | None = None, skill: Skill | None = None, parent: Execution | None = None,
             error: DomainError | None = None) -> Execution:
-    return Execution.objects.create(
+    execution = Execution.objects.create(
         user=caller.user, name=name, kind=kind, integration=integration, skill=skill, parent=parent, via=caller.via,
         credential=caller.credential[:200], input_keys=sorted(input)[:50], status=status,
         error_code=error.code if error else "", error=error.message[:2000] if error else "",
         finished_at=timezone.now(), duration_ms=round((time.monotonic() - started) * 1000),
     )
+    event_emit(owner_id=caller.user.pk, name="capability.executed",
+               data={"name": name, "kind": str(kind), "status": str(status)})
+    return execution
 
 
 def _input_check(schema: dict[str, Any], value: dict[str, Any], name: str) -> None:

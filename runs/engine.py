@@ -39,6 +39,7 @@ from runs.handlers import HANDLERS, node_types_check
 from runs.models import NodeRun, Run, ScriptSettings, StepShown
 from runs.nodes import AnswerRejected, Ctx, Step
 from workflows import expressions
+from workflows.events import event_emit
 from workflows.models import Workflow, WorkflowRevision
 from workflows.scoping import Scope
 from workflows.selectors import workflow_find
@@ -217,6 +218,10 @@ def _finish(run: Run, status: str, *, stop_reason: str = "", error: str = "", ou
     run.completed_at = timezone.now()
     run.updated_at = run.completed_at
     _save(run)
+    # A subworkflow's end is part of its parent's execution, and a test run is nobody's event.
+    if status in (Run.Status.COMPLETED, Run.Status.FAILED) and run.parent_id is None and run.kind == Run.Kind.REAL:
+        event_emit(owner_id=run.owner_id, name=f"run.{status}", data={
+            "runId": run.pk, "workflowId": run.workflow_key, "playbookId": run.playbook_id, "status": str(status)})
 
 
 def run_fail(run: Run, error: str, *, stop_reason: str = "error") -> None:

@@ -250,7 +250,7 @@ class TriggerListView(ScopedApiView):
             raise serializers.ValidationError({"trigger": ["Send a trigger spec as a JSON object."]})
         created = triggers.trigger_create(caller=caller, playbook=playbook, spec=dict(spec))
         return Response({**triggers.trigger_describe(created.trigger, tz=playbook_selectors.user_tz(caller)),
-                         **(created.webhook or {})}, status=status.HTTP_201_CREATED)
+                         **(created.secrets or {})}, status=status.HTTP_201_CREATED)
 
 
 class TriggerDetailView(ScopedApiView):
@@ -295,7 +295,7 @@ class TriggerSecretView(ScopedApiView):
         created = triggers.webhook_secret_rotate(caller=caller, trigger=_trigger_owned(caller, playbook_id,
                                                                                       trigger_id))
         return Response({**triggers.trigger_describe(created.trigger, tz=playbook_selectors.user_tz(caller)),
-                         **(created.webhook or {})})
+                         **(created.secrets or {})})
 
 
 class FiringListView(ScopedApiView):

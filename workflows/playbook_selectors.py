@@ -22,6 +22,7 @@ from runs.selectors import cost_fields, pending_step
 from workflows import yamltext
 from workflows.models import Playbook, Trigger, TriggerFiring
 from workflows.playbooks import playbook_get_owned, playbook_version
+from workflows.triggers import trigger_describe
 
 HEALTHY, NOT_READY = "Healthy", "Not Ready"
 ACTIVE = (Run.Status.PENDING, Run.Status.RUNNING, Run.Status.PAUSED)
@@ -79,12 +80,6 @@ def playbook_status(*, caller: Caller, playbook: Playbook, triggers: list[Trigge
     elif not any(t.enabled for t in triggers):
         reasons.append("No trigger is active: turn one on with playbooks_trigger_activate.")
     return {"status": NOT_READY if reasons else HEALTHY, "reasons": reasons}
-
-
-def _trigger_summary(trigger: Trigger) -> dict[str, Any]:
-    return {"triggerId": trigger.pk, "type": trigger.kind, "enabled": trigger.enabled,
-            "cron": trigger.cron or None, "preset": trigger.preset or None, "event": trigger.event or None,
-            "nextFireAt": trigger.next_fire_at, "lastFiredAt": trigger.last_fired_at}
 
 
 # --- executions -------------------------------------------------------------------------------------
@@ -214,7 +209,8 @@ def _row(caller: Caller, playbook: Playbook, last: Run | None, running: int = 0)
     return {
         "playbookId": playbook.pk, "name": playbook.name, "goal": playbook.goal, "status": status["status"],
         "statusReasons": status["reasons"], "triggerActive": any(t.enabled for t in triggers),
-        "triggers": [_trigger_summary(t) for t in triggers], "nextFireAt": min(upcoming) if upcoming else None,
+        "triggers": [trigger_describe(t, tz=user_tz(caller)) for t in triggers],
+        "nextFireAt": min(upcoming) if upcoming else None,
         "integrations": list(playbook.integrations), "runningExecutions": running,
         "lastExecution": execution_row(last) if last is not None else None,
         "detached": bool(playbook.detached_reason), "updatedAt": playbook.updated_at,
@@ -231,8 +227,6 @@ def playbook_list(*, caller: Caller, limit: int = 20, offset: int = 0) -> dict[s
 
 
 def playbook_detail(*, caller: Caller, playbook_id: str) -> dict[str, Any]:
-    from workflows import triggers as trigger_services
-
     playbook = playbook_get_owned(caller=caller, playbook_id=playbook_id)
     triggers = list(playbook.triggers.all())
     integrations = _integration_states(caller, playbook)
@@ -246,7 +240,7 @@ def playbook_detail(*, caller: Caller, playbook_id: str) -> dict[str, Any]:
         "workflowId": workflow.workflow_id if workflow else None,
         "detached": bool(playbook.detached_reason), "detachedReason": playbook.detached_reason or None,
         "integrations": integrations,
-        "triggers": [trigger_services.trigger_describe(t, tz=tz) for t in triggers],
+        "triggers": [trigger_describe(t, tz=tz) for t in triggers],
         "templateId": playbook.template_id,
         "spendingCapUsd": float(playbook.spending_cap_usd) if playbook.spending_cap_usd is not None else None,
         "version": playbook_version(playbook), "createdAt": playbook.created_at, "updatedAt": playbook.updated_at,
@@ -292,5 +286,5 @@ def firing_list(*, caller: Caller, playbook_id: str, limit: int = 20, offset: in
 def created_triggers(playbook: Playbook) -> list[dict[str, Any]]:
     """The one-time values of the triggers a write just made (a webhook's URL and signing secret):
     shown in that write's answer only, never again."""
-    return [{"triggerId": created.trigger.pk, **created.webhook}
-            for created in getattr(playbook, "created_triggers", []) if created.webhook]
+    return [{"triggerId": created.trigger.pk, **created.secrets}
+            for created in getattr(playbook, "created_triggers", []) if created.secrets]

@@ -4,9 +4,11 @@ read-only; duplicating one makes an editable copy. Playbooks, triggers and firin
 and a trigger's secrets never show."""
 
 import json
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from accounts.models import AuditEvent, User
@@ -55,7 +57,12 @@ def errors_of(page: Any) -> dict[str, list[str]]:
     return {field: list(errors) for field, errors in form.errors.items()}
 
 
-def test_a_curator_adds_a_valid_template_which_is_their_own(curator, client):
+@pytest.fixture
+def catalogue(db) -> None:
+    call_command("sync_catalogue", stdout=StringIO())
+
+
+def test_a_curator_adds_a_valid_template_which_is_their_own(catalogue, curator, client):
     page = client.post(f"{ADMIN}/playbooktemplate/add/", form_data())
 
     assert page.status_code == 302, errors_of(page)
@@ -107,7 +114,21 @@ def test_the_form_refuses_a_reference_to_no_earlier_step_and_json_that_is_not_js
     assert not PlaybookTemplate.objects.exists()
 
 
-def test_a_curators_own_template_is_edited_and_checked_again(curator, client):
+def test_the_form_refuses_integrations_and_actions_the_catalogue_does_not_have(catalogue, curator, client):
+    plan = json.loads(json.dumps(PLAN))
+    plan["steps"][1]["capability"] = "slack_tools.chat_shout"
+    plan["steps"].append({"id": "log", "title": "Log it", "kind": "capability", "capability": "diary_tools.write"})
+    page = client.post(f"{ADMIN}/playbooktemplate/add/", form_data(plan=plan, integrations=["slack_tools",
+                                                                                            "diary_tools"]))
+
+    assert page.status_code == 200
+    errors = errors_of(page)
+    assert errors["integrations"] == ["the catalogue has no integration diary_tools."]
+    assert errors["plan"] == ["slack_tools has no action 'chat_shout' (slack_tools.chat_shout)."]
+    assert not PlaybookTemplate.objects.exists()
+
+
+def test_a_curators_own_template_is_edited_and_checked_again(catalogue, curator, client):
     client.post(f"{ADMIN}/playbooktemplate/add/", form_data())
     url = f"{ADMIN}/playbooktemplate/team-standup/change/"
     data = form_data(name="Team standup (Slack)")
@@ -206,3 +227,10 @@ def test_playbooks_triggers_and_firings_are_read_only_and_a_triggers_secrets_nev
     assert listed("trigger", q="whk_4f2a") == 1
     assert listed("triggerfiring", outcome__exact="refused") == 1 and listed("triggerfiring", q="signature") == 1
     assert listed("playbook", q="alice") == 1 and listed("playbook", q="nothing-like-it") == 0
+
+
+def test_deleting_a_user_who_has_playbooks_is_not_blocked_by_these_admins(fired, curator, client):
+    response = client.get(f"/admin/accounts/user/{fired.owner_id}/delete/")
+
+    assert response.status_code == 200
+    assert not response.context["perms_lacking"] & {"playbook", "trigger", "trigger firing"}

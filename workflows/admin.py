@@ -406,9 +406,9 @@ class PrettyJsonField(forms.JSONField):
 
 
 class PlaybookTemplateForm(forms.ModelForm):
-    """A template as workflows.templates.template_problems checks it: the plan, the integrations its
-    steps need, the example input against the plan's input card and the trigger specs' shape. Each
-    problem is shown on the field it is about."""
+    """A template as workflows.templates.template_problems checks it (the plan, the integrations its
+    steps need, the example input against the plan's input card, the trigger specs' shape), then
+    against the integration catalogue. Each problem is shown on the field it is about."""
 
     category = forms.ChoiceField(choices=[(c, c) for c in templates.CATEGORIES])
     integrations = PrettyJsonField(rows=3, required=False,
@@ -433,7 +433,8 @@ class PlaybookTemplateForm(forms.ModelForm):
         for key, empty in (("integrations", []), ("example_input", {}), ("triggers", [])):
             if data[key] is None:
                 cleaned[key] = data[key] = empty
-        for field, problems in templates.template_problems(data).items():
+        found = templates.template_problems(data) or templates.catalogue_problems(data)
+        for field, problems in found.items():
             for problem in problems:
                 self.add_error(field if field in self.fields else None, problem)
         return cleaned
@@ -536,6 +537,7 @@ class PlaybookTemplateAdmin(AuditedAdmin):
 
 
 # --- playbooks, triggers and firings: for looking at ---------------------------------------------
+# Deleting stays allowed (ReadOnlyAdmin): without it admin would refuse to delete their owner.
 
 @admin.register(Playbook)
 class PlaybookAdmin(ReadOnlyAdmin):
@@ -556,9 +558,6 @@ class PlaybookAdmin(ReadOnlyAdmin):
     def detached(self, playbook: Playbook) -> bool:
         return bool(playbook.detached_reason)
 
-    def has_delete_permission(self, request: HttpRequest, obj: Playbook | None = None) -> bool:
-        return False  # its triggers and the history of its firings go with it: delete through the service
-
 
 @admin.register(Trigger)
 class TriggerAdmin(ReadOnlyAdmin):
@@ -575,9 +574,6 @@ class TriggerAdmin(ReadOnlyAdmin):
     def schedule(self, trigger: Trigger) -> str:
         return trigger.preset or trigger.cron
 
-    def has_delete_permission(self, request: HttpRequest, obj: Trigger | None = None) -> bool:
-        return False
-
 
 @admin.register(TriggerFiring)
 class TriggerFiringAdmin(ReadOnlyAdmin):
@@ -591,6 +587,3 @@ class TriggerFiringAdmin(ReadOnlyAdmin):
     @admin.display(description="trigger", ordering="trigger__kind")
     def trigger_kind(self, firing: TriggerFiring) -> str:
         return firing.trigger.kind
-
-    def has_delete_permission(self, request: HttpRequest, obj: TriggerFiring | None = None) -> bool:
-        return False

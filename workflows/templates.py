@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
@@ -31,7 +31,7 @@ import safeyaml
 from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
 from accounts.services import audit_record
-from integrations.models import Integration
+from integrations.models import Action, Integration
 from integrations.selectors import connected
 from workflows import analysis
 from workflows.definition import config_check
@@ -169,11 +169,28 @@ def template_problems(data: Any) -> dict[str, list[str]]:
         say("example_input", "must be a mapping: an input the plan's input card accepts.")
     elif "plan" in data and "plan" not in found:
         card = plan.get("input", {"type": "object"})
-        for error in sorted(Draft202012Validator(card).iter_errors(example), key=lambda e: list(e.path)):
+        for error in sorted(Draft202012Validator(card).iter_errors(example), key=lambda e: [str(p) for p in e.path]):
             where = ".".join(map(str, error.path))
             say("example_input", f"{where + ': ' if where else ''}{error.message}")
     for problem in trigger_spec_problems(data.get("triggers", [])):
         say("triggers", problem)
+    return found
+
+
+def catalogue_problems(data: dict[str, Any]) -> dict[str, list[str]]:
+    """What the integration catalogue says about a template that has no other problems: integrations
+    it does not have, and capability steps naming an action their integration does not have. (A
+    sync does not ask: the catalogue may be synced after the templates.)"""
+    found: dict[str, list[str]] = {}
+    known = set(Integration.objects.filter(pk__in=data["integrations"]).values_list("pk", flat=True))
+    unknown = [i for i in data["integrations"] if i not in known]
+    if unknown:
+        found["integrations"] = [f"the catalogue has no integration {', '.join(unknown)}."]
+    actions = set(Action.objects.filter(integration_id__in=known).values_list("integration_id", "name"))
+    for name in plan_capabilities(data["plan"]):
+        integration_id, _, action = name.partition(".")
+        if integration_id in known and (integration_id, action) not in actions:
+            found.setdefault("plan", []).append(f"{integration_id} has no action {action!r} ({name}).")
     return found
 
 
@@ -226,10 +243,15 @@ def templates_sync(*, directory: Path | None = None) -> dict[str, Any]:
             continue
         seen.add(data["id"])
         fields = _fields(data)
-        # Locked: two syncs at once (two web processes starting) must not both create the row.
+        # Locked, so a concurrent sync (two processes starting at once) waits rather than rewriting it too.
         current = PlaybookTemplate.objects.select_for_update().filter(pk=data["id"]).first()
         if current is None:
-            PlaybookTemplate.objects.create(id=data["id"], shipped=True, **fields)
+            try:
+                with transaction.atomic():  # a new row locks nothing: the other sync's insert may win
+                    PlaybookTemplate.objects.create(id=data["id"], shipped=True, **fields)
+            except IntegrityError:
+                report["unchanged"].append(data["id"])
+                continue
             report["created"].append(data["id"])
         elif not current.shipped:
             report["refused"].append({"file": path.name, "problems": [

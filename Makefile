@@ -20,6 +20,7 @@ run: $(VENV)/.installed
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py migrate --no-input
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py import_docs
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py sync_catalogue
+	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py sync_templates
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py demo
 	DEBUG=$${DEBUG:-1} $(BIN)/gunicorn -c config/gunicorn.conf.py config.wsgi
 

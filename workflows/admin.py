@@ -1,9 +1,12 @@
 """Curating workflows in Django admin. Workflow writes go through workflows.services as the curator
 (Caller via admin), acting in the workflow owner's store, so they are validated, revisioned and
-audited like any client's. Projects and models are plain model edits, audited by AuditedAdmin."""
+audited like any client's. Projects and models are plain model edits, audited by AuditedAdmin.
+Playbook templates are edited here, checked by workflows.templates (a shipped one is the sync's);
+playbooks, their triggers and firings are for looking at."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -11,18 +14,31 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
+from django.forms.fields import InvalidJSONInput
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from accounts.admin import AuditedAdmin, ServiceFormAdmin, admin_caller
 from accounts.caller import Caller
 from accounts.errors import DomainError
-from elements.admin import RevisionAdmin
-from workflows import selectors, services
+from elements.admin import ReadOnlyAdmin, RevisionAdmin
+from workflows import selectors, services, templates
 from workflows.errors import DefinitionInvalid
-from workflows.models import ConfiguredModel, Project, ProjectRoot, Workflow, WorkflowAsset, WorkflowRevision
+from workflows.models import (
+    ConfiguredModel,
+    Playbook,
+    PlaybookTemplate,
+    Project,
+    ProjectRoot,
+    Trigger,
+    TriggerFiring,
+    Workflow,
+    WorkflowAsset,
+    WorkflowRevision,
+)
 from workflows.paths import ScopeError, cwd_normalize
 from workflows.scoping import Scope
 
@@ -371,3 +387,203 @@ class ConfiguredModelAdmin(AuditedAdmin):
                 self._audit(request, "update", model, "is_default unset: another model became the default")
                 self.message_user(request, f"{model} is no longer the default model.")
         super().save_model(request, obj, form, change)
+
+
+# --- playbook templates ---------------------------------------------------------------------------
+
+class PrettyJsonField(forms.JSONField):
+    """JSON, pretty-printed so a plan can be read and edited in a textarea."""
+
+    def __init__(self, *, rows: int = 8, **kwargs: Any) -> None:
+        widget = forms.Textarea(attrs={"rows": rows, "class": "vLargeTextField", "spellcheck": "false",
+                                       "style": "font-family: monospace; width: 100%; box-sizing: border-box;"})
+        super().__init__(widget=widget, **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, InvalidJSONInput):
+            return value  # shown back as typed, next to the error
+        return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+class PlaybookTemplateForm(forms.ModelForm):
+    """A template as workflows.templates.template_problems checks it (the plan, the integrations its
+    steps need, the example input against the plan's input card, the trigger specs' shape), then
+    against the integration catalogue. Each problem is shown on the field it is about."""
+
+    category = forms.ChoiceField(choices=[(c, c) for c in templates.CATEGORIES])
+    integrations = PrettyJsonField(rows=3, required=False,
+                                   help_text='Integration ids the plan needs, e.g. ["github_tools", "slack_tools"].')
+    plan = PrettyJsonField(rows=30, help_text="The plan: input card, steps and output card (docs/playbooks.md).")
+    example_input = PrettyJsonField(rows=6, required=False, help_text="An input the plan's input card accepts.")
+    triggers = PrettyJsonField(rows=6, required=False, help_text=(
+        'Suggested triggers, e.g. [{"type": "schedule", "preset": "every weekday at 9"}], [{"type": "webhook"}] '
+        'or [{"type": "event", "event": "run.failed"}].'))
+
+    class Meta:
+        model = PlaybookTemplate
+        fields = ("id", "name", "description", "category", "integrations", "plan", "example_input", "triggers",
+                  "enabled")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if "plan" not in self.fields or self.errors:
+            return cleaned  # a shipped template's content is read-only; or the field errors say what to fix
+        data = {key: cleaned.get(key) for key in templates.REQUIRED_KEYS + templates.OPTIONAL_KEYS}
+        data["id"] = cleaned.get("id", self.instance.pk)
+        for key, empty in (("integrations", []), ("example_input", {}), ("triggers", [])):
+            if data[key] is None:
+                cleaned[key] = data[key] = empty
+        found = templates.template_problems(data) or templates.catalogue_problems(data)
+        for field, problems in found.items():
+            for problem in problems:
+                self.add_error(field if field in self.fields else None, problem)
+        return cleaned
+
+
+class ShippedTemplateForm(forms.ModelForm):
+    """A shipped template: the sync owns its content, so only `enabled` is a form field."""
+
+    class Meta:
+        model = PlaybookTemplate
+        fields = ("enabled",)
+
+
+class TemplateIntegrationFilter(admin.SimpleListFilter):
+    title = "integration"
+    parameter_name = "integration"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        used = sorted({i for row in PlaybookTemplate.objects.values_list("integrations", flat=True) for i in row or []})
+        return [(i, i) for i in used]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[PlaybookTemplate]) -> QuerySet[PlaybookTemplate]:
+        if not self.value():
+            return queryset
+        # A JSON list's containment is not portable across SQLite and PostgreSQL; the table is small.
+        wanted = [t.pk for t in queryset if self.value() in (t.integrations or [])]
+        return queryset.filter(pk__in=wanted)
+
+
+@admin.register(PlaybookTemplate)
+class PlaybookTemplateAdmin(AuditedAdmin):
+    form = PlaybookTemplateForm
+    list_display = ("name", "id", "category", "integration_list", "step_count", "enabled", "shipped", "updated_at")
+    list_filter = ("category", "enabled", "shipped", TemplateIntegrationFilter)
+    search_fields = ("id", "name", "description")
+    actions = ("duplicate",)
+    _SYNCED = ("name", "description", "category", "integrations", "plan_shown", "example_input_shown",
+               "triggers_shown")
+
+    def get_fields(self, request: HttpRequest, obj: PlaybookTemplate | None = None) -> Any:
+        if obj is not None and obj.shipped:
+            return ("id", "sync_note", *self._SYNCED, "enabled", "shipped", "created_at", "updated_at")
+        if obj is not None:
+            return (*PlaybookTemplateForm.Meta.fields, "shipped", "created_at", "updated_at")
+        return PlaybookTemplateForm.Meta.fields
+
+    def get_form(self, request: HttpRequest, obj: PlaybookTemplate | None = None, change: bool = False,
+                 **kwargs: Any) -> Any:
+        if obj is not None and obj.shipped:
+            kwargs["form"] = ShippedTemplateForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: PlaybookTemplate | None = None) -> Any:
+        if obj is None:
+            return ()
+        if obj.shipped:
+            # A sync rewrites all of it from the file; only `enabled` is the curator's.
+            return ("id", "sync_note", *self._SYNCED, "shipped", "created_at", "updated_at")
+        return ("id", "shipped", "created_at", "updated_at")  # the id is the primary key: duplicate to rename
+
+    @admin.display(description="")
+    def sync_note(self, template: PlaybookTemplate) -> str:
+        return ("Shipped with Atrium (workflows/playbook_templates/): manage.py sync_templates rewrites its "
+                "content from the file, so only `enabled` is changed here. Use the action “Duplicate as my own "
+                "template” to make an editable copy.")
+
+    def _json(self, value: Any) -> str:
+        return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>",
+                           json.dumps(value, ensure_ascii=False, indent=2))
+
+    @admin.display(description="plan")
+    def plan_shown(self, template: PlaybookTemplate) -> str:
+        return self._json(template.plan)
+
+    @admin.display(description="example input")
+    def example_input_shown(self, template: PlaybookTemplate) -> str:
+        return self._json(template.example_input)
+
+    @admin.display(description="suggested triggers")
+    def triggers_shown(self, template: PlaybookTemplate) -> str:
+        return self._json(template.triggers)
+
+    @admin.display(description="integrations")
+    def integration_list(self, template: PlaybookTemplate) -> str:
+        return ", ".join(template.integrations or [])
+
+    @admin.display(description="steps")
+    def step_count(self, template: PlaybookTemplate) -> int:
+        return len((template.plan or {}).get("steps", []))
+
+    def save_model(self, request: HttpRequest, obj: PlaybookTemplate, form: Any, change: bool) -> None:
+        obj.updated_at = timezone.now()
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Duplicate as my own template")
+    def duplicate(self, request: HttpRequest, queryset: QuerySet[PlaybookTemplate]) -> None:
+        copies = [templates.template_duplicate(caller=admin_caller(request), template=t) for t in queryset]
+        self.message_user(request, f"Made {len(copies)} cop{'y' if len(copies) == 1 else 'ies'}, disabled until "
+                                   f"you enable them: {', '.join(c.pk for c in copies)}.")
+
+
+# --- playbooks, triggers and firings: for looking at ---------------------------------------------
+# Deleting stays allowed (ReadOnlyAdmin): without it admin would refuse to delete their owner.
+
+@admin.register(Playbook)
+class PlaybookAdmin(ReadOnlyAdmin):
+    list_display = ("name", "id", "owner", "template", "version", "detached", "updated_at")
+    list_filter = ("template", ("detached_reason", admin.EmptyFieldListFilter), "owner")
+    search_fields = ("id", "name", "goal", "owner__username")
+    list_select_related = ("owner", "template")
+    date_hierarchy = "updated_at"
+    fields = ("id", "owner", "name", "goal", "integrations", "plan_shown", "workflow", "detached_reason", "template",
+              "spending_cap_usd", "version", "created_at", "updated_at")
+
+    @admin.display(description="plan")
+    def plan_shown(self, playbook: Playbook) -> str:
+        return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>",
+                           json.dumps(playbook.plan, ensure_ascii=False, indent=2))
+
+    @admin.display(description="detached", boolean=True)
+    def detached(self, playbook: Playbook) -> bool:
+        return bool(playbook.detached_reason)
+
+
+@admin.register(Trigger)
+class TriggerAdmin(ReadOnlyAdmin):
+    # Never the webhook token's digest or the sealed signing secret: the prefix is enough to recognise one.
+    list_display = ("__str__", "kind", "enabled", "schedule", "event", "webhook_token_prefix", "next_fire_at",
+                    "last_fired_at")
+    list_filter = ("kind", "enabled", "event")
+    search_fields = ("playbook__id", "playbook__name", "owner__username", "webhook_token_prefix", "event")
+    list_select_related = ("playbook", "owner")
+    fields = ("playbook", "owner", "kind", "enabled", "cron", "preset", "event", "filters", "webhook_token_prefix",
+              "input", "next_fire_at", "last_fired_at", "created_at", "updated_at")
+
+    @admin.display(description="schedule")
+    def schedule(self, trigger: Trigger) -> str:
+        return trigger.preset or trigger.cron
+
+
+@admin.register(TriggerFiring)
+class TriggerFiringAdmin(ReadOnlyAdmin):
+    list_display = ("fired_at", "playbook", "trigger_kind", "outcome", "reason", "run")
+    list_filter = ("outcome", "trigger__kind", "fired_at")
+    search_fields = ("playbook__id", "playbook__name", "owner__username", "reason", "detail")
+    list_select_related = ("playbook", "trigger", "run")
+    date_hierarchy = "fired_at"
+    fields = ("trigger", "playbook", "owner", "fired_at", "outcome", "reason", "detail", "run")
+
+    @admin.display(description="trigger", ordering="trigger__kind")
+    def trigger_kind(self, firing: TriggerFiring) -> str:
+        return firing.trigger.kind

@@ -5,6 +5,7 @@ best-matching capabilities. Every answer is a saved playbook whose workflow vali
 import json
 
 import pytest
+from django.core.management import call_command
 
 from integrations.services import catalogue_sync
 from workflows.models import Playbook
@@ -80,3 +81,15 @@ def test_a_short_prompt_is_refused_and_nothing_is_made(client):
     error = client.call_expecting_error("playbooks_generate", {"prompt": "too short"})
     assert error["code"] == "invalid_arguments"
     assert not Playbook.objects.exists()
+
+
+def test_without_a_backend_the_best_matching_template_makes_the_draft(client, alice):
+    call_command("sync_catalogue", verbosity=0)
+    call_command("sync_templates", verbosity=0)
+    generated = client.call_expecting_success("playbooks_generate", {
+        "prompt": "Post a daily digest of the open GitHub issues to our Slack channel"})
+    assert generated["draft"]["source"] == "template"
+    assert generated["draft"]["templateId"] == "github-issues-daily-digest"
+    playbook = assert_saved_and_valid(alice, generated)
+    assert playbook.template_id == "github-issues-daily-digest"
+    assert [t["type"] for t in generated["triggers"]] == ["schedule"] and not generated["triggers"][0]["enabled"]

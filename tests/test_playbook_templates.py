@@ -291,8 +291,9 @@ def test_search_ranks_by_the_query_words_and_filters_by_category(synced, alice):
     found = templates.template_search(caller=caller_of(alice), query="github issues slack", category=None)
     assert found[0]["templateId"] == "github-issues-daily-digest"
     assert set(found[0]) == {"templateId", "name", "description", "category", "integrations", "stepCount",
-                             "triggerTypes"}
+                             "triggerTypes", "score"}
     assert found[0]["stepCount"] == 3 and found[0]["triggerTypes"] == ["schedule"]
+    assert found[0]["score"] > found[1]["score"] > 0
 
     uptime = templates.template_search(caller=caller_of(alice), query="UPTIME", category=None)
     assert [t["templateId"] for t in uptime] == ["uptime-check"]

@@ -343,7 +343,8 @@ class PlaybookTools(Toolset):
         category: Category = None,
     ) -> Any:
         """Templates matching the words (name, description, category, integrations, step titles), best first:
-        {templates: [{templateId, name, description, category, requiredIntegrations, stepCount}]}."""
+        {templates: [{templateId, name, description, category, integrations, stepCount, triggerTypes, score}]}
+        (score only when there are words; higher is better). No words: every template."""
         from workflows import templates
 
         return {"templates": templates.template_search(caller=self.caller, query=query, category=category)}

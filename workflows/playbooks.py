@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -298,8 +299,9 @@ def playbook_triggers_activate(*, caller: Caller, playbook_id: str, enabled: boo
 
 # --- generating --------------------------------------------------------------------------------------
 
-# How many of the prompt's words a template must match before a draft starts from it.
-TEMPLATE_MATCH_MIN = 2
+# How well a template must match the prompt's words (templates_search's score: 4 for a word of its
+# name, 3 of its category or integrations, 2 of a step's title, 1 of its description) to start a draft.
+TEMPLATE_MATCH_MIN = 8
 DRAFT_CAPABILITIES = 2
 MAX_TITLE_DRAFT = 120
 
@@ -442,7 +444,9 @@ def playbook_generate(*, caller: Caller, prompt: str) -> dict[str, Any]:
             draft = {"source": "model", "templateId": None, "capabilities": plans.plan_capabilities(playbook.plan)}
             return {**playbook_detail(caller=caller, playbook_id=playbook.pk), "draft": draft,
                     "refinePrompt": _refine_prompt(playbook, prompt, draft)}
-    matches = templates.template_search(caller=caller, query=prompt, category=None, limit=1)
+    # Only the prompt's longer words: "a" or "to" would match half of every template's words.
+    words = " ".join(w for w in re.findall(r"[a-z0-9]+", prompt.lower()) if len(w) >= 4)
+    matches = templates.template_search(caller=caller, query=words[:500], category=None, limit=1)
     template = None
     if matches and matches[0].get("score", 0) >= TEMPLATE_MATCH_MIN:
         template = PlaybookTemplate.objects.filter(pk=matches[0]["templateId"], enabled=True).first()

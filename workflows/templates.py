@@ -348,7 +348,7 @@ def template_search(*, caller: Caller, query: str | None, category: str | None,
         return [_summary(t) for t in templates.order_by("category", "name", "pk")[:limit]]
     scored = [(score, t) for t in templates if (score := _score(words, _parts(t))) > 0]
     scored.sort(key=lambda pair: (-pair[0], pair[1].name, pair[1].pk))
-    return [_summary(t) for _, t in scored[:limit]]
+    return [{**_summary(t), "score": score} for score, t in scored[:limit]]
 
 
 def template_list(*, caller: Caller, category: str | None = None, limit: int = 20, offset: int = 0) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pydantic import Field, WithJsonSchema
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, error_payload_result, tool
 from runs.engine import public_url
-from workflows import conversion, playbook_selectors, playbooks, selectors, services
+from workflows import conversion, playbook_selectors, playbooks, selectors, services, templates
 from workflows.definition import AUTHORING, executors, json_schema
 from workflows.scoping import MAX_CWD_CHARS, Scope, scope_resolve
 
@@ -345,16 +345,12 @@ class PlaybookTools(Toolset):
         """Templates matching the words (name, description, category, integrations, step titles), best first:
         {templates: [{templateId, name, description, category, integrations, stepCount, triggerTypes, score}]}
         (score only when there are words; higher is better). No words: every template."""
-        from workflows import templates
-
         return {"templates": templates.template_search(caller=self.caller, query=query, category=category)}
 
     @tool(name="templates_list", title="List playbook templates", scope=TEMPLATES_READ, read_only=True,
           destructive=False, idempotent=True, open_world=False)
     def templates_list(self, category: Category = None, limit: Limit = 20, offset: Offset = 0) -> Any:
         """The templates, by category and name: {templates: [...], total, limit, offset}."""
-        from workflows import templates
-
         return templates.template_list(caller=self.caller, category=category, limit=limit, offset=offset)
 
     @tool(name="templates_get", title="Get a playbook template", scope=TEMPLATES_READ, read_only=True,
@@ -362,8 +358,6 @@ class PlaybookTools(Toolset):
     def templates_get(self, templateId: TemplateId) -> Any:
         """A template's details: description, plan, example input, suggested triggers and requiredIntegrations
         [{integrationId, name, connected}] with your connection state (`ready` when all are connected)."""
-        from workflows import templates
-
         return templates.template_get(caller=self.caller, template_id=templateId)
 
     @tool(name="templates_instantiate", title="Create a playbook from a template", scope=TEMPLATES_USE,

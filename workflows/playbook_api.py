@@ -19,7 +19,7 @@ from accounts.caller import Caller
 from accounts.errors import NotFound
 from accounts.versions import etag, if_match
 from runs.engine import MAX_SPENDING_CAP_USD, public_url
-from workflows import playbook_selectors, playbooks
+from workflows import playbook_selectors, playbooks, templates, triggers
 from workflows.api import JSON
 from workflows.mcp import (
     DASHBOARD_READ,
@@ -241,8 +241,6 @@ class TriggerListView(ScopedApiView):
                            "{type: webhook}; a webhook's URL and secret are shown only in this answer",
                    operation_id="playbook_trigger_create")
     def post(self, request: Request, playbook_id: str) -> Response:
-        from workflows import triggers
-
         caller = _caller(request)
         playbook = playbooks.playbook_get_owned(caller=caller, playbook_id=playbook_id)
         spec = request.data if isinstance(request.data, dict) else None
@@ -261,8 +259,6 @@ class TriggerDetailView(ScopedApiView):
                    summary="Change a trigger (enabled, cron, preset, filters, input)",
                    operation_id="playbook_trigger_update")
     def patch(self, request: Request, playbook_id: str, trigger_id: str) -> Response:
-        from workflows import triggers
-
         caller = _caller(request)
         trigger = _trigger_owned(caller, playbook_id, trigger_id)
         changes = request.data if isinstance(request.data, dict) else None
@@ -274,8 +270,6 @@ class TriggerDetailView(ScopedApiView):
     @extend_schema(parameters=[PLAYBOOK_ID, TRIGGER_ID], responses={204: None, **_errors(404)},
                    summary="Delete a trigger", operation_id="playbook_trigger_delete")
     def delete(self, request: Request, playbook_id: str, trigger_id: str) -> Response:
-        from workflows import triggers
-
         caller = _caller(request)
         triggers.trigger_delete(caller=caller, trigger=_trigger_owned(caller, playbook_id, trigger_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -289,8 +283,6 @@ class TriggerSecretView(ScopedApiView):
                    summary="Give a webhook trigger a new URL and secret (the old ones stop working)",
                    operation_id="playbook_webhook_rotate")
     def post(self, request: Request, playbook_id: str, trigger_id: str) -> Response:
-        from workflows import triggers
-
         caller = _caller(request)
         created = triggers.webhook_secret_rotate(caller=caller, trigger=_trigger_owned(caller, playbook_id,
                                                                                       trigger_id))
@@ -322,8 +314,6 @@ class TemplateListView(ScopedApiView):
     @extend_schema(parameters=[InputSerializer], responses={200: OpenApiTypes.OBJECT, **_errors(400)},
                    summary="Templates, as templates_list; with q, as templates_search", operation_id="templates_list")
     def get(self, request: Request) -> Response:
-        from workflows import templates
-
         params = validated(self.InputSerializer, request.query_params)
         caller = _caller(request)
         if params.get("q"):
@@ -339,8 +329,6 @@ class TemplateDetailView(ScopedApiView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT, **_errors(404)}, summary="One template, as templates_get",
                    operation_id="template_get")
     def get(self, request: Request, template_id: str) -> Response:
-        from workflows import templates
-
         return Response(templates.template_get(caller=_caller(request), template_id=template_id))
 
 

@@ -26,7 +26,8 @@ from accounts.versions import version_check
 from integrations import schemas
 from runs.engine import Caps, run_create, run_dispatch
 from runs.models import Run
-from workflows import plans
+from workflows import plans, templates
+from workflows import triggers as trigger_services
 from workflows.models import Playbook, PlaybookTemplate, Trigger, Workflow, WorkflowRevision
 from workflows.scoping import Scope
 
@@ -129,8 +130,6 @@ def playbook_create(*, caller: Caller, name: str, goal: str = "", plan: dict[str
                     spending_cap_usd: Decimal | None = None) -> Playbook:
     """A new playbook of the caller's, its workflow compiled and its triggers made (disabled unless a
     spec says otherwise). Nothing is written when any part is invalid."""
-    from workflows import triggers as trigger_services
-
     name = _text(name, "name", MAX_NAME, required=True)
     goal = _text(goal, "goal", MAX_GOAL)
     plan = _normalized(plan)
@@ -275,9 +274,7 @@ def execution_start(*, caller: Caller, playbook: Playbook, input: dict[str, Any]
 def playbook_instantiate(*, caller: Caller, template_id: str, name: str | None = None) -> Playbook:
     """A playbook of the caller's from an enabled template, with the template's suggested triggers
     (disabled until activated)."""
-    template = PlaybookTemplate.objects.filter(pk=template_id, enabled=True).first()
-    if template is None:
-        raise NotFound("Template not found. templates_list shows the templates.", code="template_not_found")
+    template = templates.template_find(template_id=template_id)
     return playbook_create(caller=caller, name=name or template.name, goal=template.description, plan=template.plan,
                            integrations=list(template.integrations), template=template,
                            triggers=[{**spec, "enabled": False} for spec in template.triggers])
@@ -286,8 +283,6 @@ def playbook_instantiate(*, caller: Caller, template_id: str, name: str | None =
 @transaction.atomic
 def playbook_triggers_activate(*, caller: Caller, playbook_id: str, enabled: bool) -> Playbook:
     """Turn every trigger of the playbook on or off."""
-    from workflows import triggers as trigger_services
-
     playbook = playbook_lock(caller=caller, playbook_id=playbook_id)
     if enabled and not playbook.triggers.exists():
         raise PlaybookError("This playbook has no trigger to enable; add one (a schedule, an event or a webhook) "
@@ -373,7 +368,6 @@ PLAN_FORMAT = (
 def _model_messages(caller: Caller, prompt: str, problems: list[str] | None = None,
                     answer: str | None = None) -> list[dict[str, str]]:
     from integrations import search
-    from workflows import templates
 
     hits = search.capabilities_search(caller=caller, query=prompt[:500], types=["action", "skill"],
                                       integration_id=None, category=None, limit=15)
@@ -429,7 +423,6 @@ def playbook_generate(*, caller: Caller, prompt: str) -> dict[str, Any]:
     (or when the model's plan is not valid) from the best-matching template, else from the
     best-matching capabilities."""
     from runs import answerers
-    from workflows import templates
     from workflows.playbook_selectors import playbook_detail
 
     prompt = _text(prompt, "prompt", 4000, required=True)
@@ -449,7 +442,7 @@ def playbook_generate(*, caller: Caller, prompt: str) -> dict[str, Any]:
     matches = templates.template_search(caller=caller, query=words[:500], category=None, limit=1)
     template = None
     if matches and matches[0].get("score", 0) >= TEMPLATE_MATCH_MIN:
-        template = PlaybookTemplate.objects.filter(pk=matches[0]["templateId"], enabled=True).first()
+        template = templates.template_find(template_id=matches[0]["templateId"])
     if template is not None:
         playbook = playbook_create(caller=caller, name=_draft_name(prompt), goal=prompt, plan=template.plan,
                                    integrations=list(template.integrations), template=template,

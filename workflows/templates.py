@@ -62,7 +62,7 @@ MAX_PRESET, MAX_CRON, MAX_EVENT = 40, 100, 40
 
 
 def template_not_found() -> NotFound:
-    return NotFound("Template not found.", code="template_not_found")
+    return NotFound("Template not found. templates_list shows the templates.", code="template_not_found")
 
 
 # --- the shape ----------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def test_the_examples_the_docs_promise_have_their_shape():
     uptime = load(templates.SHIPPED_TEMPLATES / "uptime-check.yaml")
     assert [s["kind"] for s in uptime["plan"]["steps"]] == ["capability", "judge", "capability"]
     assert uptime["plan"]["steps"][1]["continueOn"] == ["down"]
-    assert uptime["triggers"] == [{"type": "schedule", "preset": "every hour"}]
+    assert uptime["triggers"] == [{"type": "schedule", "preset": "hourly"}]
     release = load(templates.SHIPPED_TEMPLATES / "release-notes-drafter.yaml")
     kinds = [(s["kind"], s.get("capability")) for s in release["plan"]["steps"]]
     assert kinds.index(("approval", None)) < kinds.index(("capability", "github_tools.issues_create"))

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db import connections
 from django.test import Client
 
@@ -19,9 +20,9 @@ from integrations.services import catalogue_sync
 from runs.models import Run
 from runs.views import run_page_url
 from workflows import plans
-from workflows.models import Playbook, Trigger, Workflow
+from workflows.models import Playbook, PlaybookTemplate, Trigger, Workflow
 from workflows.playbook_selectors import HEALTHY, NOT_READY, playbook_status
-from workflows.playbooks import execution_start, playbook_create, playbook_update
+from workflows.playbooks import execution_start, playbook_create, playbook_instantiate, playbook_update
 from workflows.scoping import Scope
 from workflows.selectors import definition_validate
 from workflows.services import workflow_update
@@ -229,3 +230,16 @@ def test_the_plan_in_the_docs_is_a_plan_that_compiles_to_a_valid_workflow(alice)
     assert plans.plan_problems(plan) == []
     definition = plans.plan_compile(name="Digest", goal="", plan=plan)
     definition_validate(scope=Scope(owner=alice.user, project=None), config=definition, workflow_id="digest")
+
+
+def test_every_shipped_template_instantiates_with_its_triggers_off(alice):
+    call_command("sync_catalogue", verbosity=0)
+    call_command("sync_templates", verbosity=0)
+    templates = list(PlaybookTemplate.objects.filter(shipped=True))
+    assert len(templates) >= 10
+    for template in templates:
+        playbook = playbook_instantiate(caller=trusted(alice), template_id=template.pk)
+        assert playbook.template == template and playbook.workflow is not None, template.pk
+        kinds = sorted(t.kind for t in playbook.triggers.all())
+        assert kinds == sorted(spec["type"] for spec in template.triggers), template.pk
+        assert not playbook.triggers.filter(enabled=True).exists()

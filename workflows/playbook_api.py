@@ -5,6 +5,7 @@ workflows.playbook_selectors, guarded by the same scopes, refusing with `{error,
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -18,7 +19,7 @@ from accounts.authentication import caller_from_request
 from accounts.caller import Caller
 from accounts.errors import NotFound
 from accounts.versions import etag, if_match
-from runs.engine import MAX_SPENDING_CAP_USD, public_url
+from runs.engine import MAX_SPENDING_CAP_USD, caps_from, public_url
 from workflows import playbook_selectors, playbooks, templates, triggers
 from workflows.api import JSON
 from workflows.mcp import (
@@ -71,18 +72,29 @@ class Page(serializers.Serializer):
     offset = serializers.IntegerField(default=0, min_value=0, max_value=100_000)
 
 
-class PlaybookInput(serializers.Serializer):
+class PlaybookChange(serializers.Serializer):
     class Meta:
-        ref_name = "PlaybookInput"
+        ref_name = "PlaybookChange"
 
     name = serializers.CharField(max_length=200)
     goal = serializers.CharField(max_length=5000, required=False, allow_blank=True, default="")
-    plan = serializers.JSONField(help_text="The plan: {input, steps, output} (docs: playbooks)")
+    plan = serializers.DictField(help_text="The plan: {input, steps, output} (docs: playbooks)")
     integrations = serializers.ListField(child=serializers.CharField(max_length=63), max_length=50, required=False)
-    triggers = serializers.ListField(child=serializers.JSONField(), max_length=20, required=False,
+    spendingCapUsd = serializers.FloatField(min_value=0, max_value=MAX_SPENDING_CAP_USD, required=False,
+                                            allow_null=True, help_text="What one execution may spend on model "
+                                                                       "answers, in USD")
+
+
+class PlaybookInput(PlaybookChange):
+    class Meta:
+        ref_name = "PlaybookInput"
+
+    triggers = serializers.ListField(child=serializers.DictField(), max_length=20, required=False,
                                      help_text="Trigger specs: {type: schedule|event|webhook, ...}")
-    spendingCapUsd = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0,
-                                              max_value=MAX_SPENDING_CAP_USD, required=False, allow_null=True)
+
+
+def _cap(value: float | None) -> Decimal | None:
+    return caps_from(usd=value, tokens=None).usd
 
 
 class PlaybookListView(ScopedApiView):
@@ -103,7 +115,7 @@ class PlaybookListView(ScopedApiView):
         playbook = playbooks.playbook_create(
             caller=caller, name=params["name"], goal=params["goal"], plan=params["plan"],
             integrations=params.get("integrations"), triggers=params.get("triggers"),
-            spending_cap_usd=params.get("spendingCapUsd"))
+            spending_cap_usd=_cap(params.get("spendingCapUsd")))
         return _detail_response(caller, playbook.pk, status.HTTP_201_CREATED,
                                 {"createdTriggers": playbook_selectors.created_triggers(playbook)})
 
@@ -116,17 +128,17 @@ class PlaybookDetailView(ScopedApiView):
     def get(self, request: Request, playbook_id: str) -> Response:
         return _detail_response(_caller(request), playbook_id)
 
-    @extend_schema(parameters=[PLAYBOOK_ID], request={JSON: PlaybookInput(partial=True)},
+    @extend_schema(parameters=[PLAYBOOK_ID], request={JSON: PlaybookChange(partial=True)},
                    responses={200: OpenApiTypes.OBJECT, **_errors(400, 404, 412)},
-                   summary="Change a playbook's name, goal, plan, integrations or cap (If-Match: its ETag)",
-                   operation_id="playbook_update")
+                   summary="Change a playbook's name, goal, plan, integrations or cap (If-Match: its ETag); "
+                           "triggers change under /triggers/", operation_id="playbook_update")
     def patch(self, request: Request, playbook_id: str) -> Response:
-        serializer = PlaybookInput(data=request.data, partial=True)
+        serializer = PlaybookChange(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         params = dict(serializer.validated_data)
-        if "triggers" in params:
-            raise serializers.ValidationError({"triggers": ["Triggers change through /triggers/."]})
-        changes = {{"spendingCapUsd": "spending_cap_usd"}.get(k, k): v for k, v in params.items()}
+        if "spendingCapUsd" in params:
+            params["spending_cap_usd"] = _cap(params.pop("spendingCapUsd"))
+        changes = params
         caller = _caller(request)
         playbooks.playbook_update(caller=caller, playbook_id=playbook_id, changes=changes,
                                   if_match=if_match(request))
@@ -209,7 +221,8 @@ class HistoryView(ScopedApiView):
 
         limit = serializers.IntegerField(default=10, min_value=1, max_value=100)
 
-    @extend_schema(parameters=[PLAYBOOK_ID, InputSerializer], responses={200: OpenApiTypes.OBJECT, **_errors(404)},
+    @extend_schema(parameters=[PLAYBOOK_ID, InputSerializer],
+                   responses={200: OpenApiTypes.OBJECT, **_errors(400, 404)},
                    summary="The playbook's executions, as playbooks_history", operation_id="playbook_history")
     def get(self, request: Request, playbook_id: str) -> Response:
         params = validated(self.InputSerializer, request.query_params)

@@ -102,7 +102,7 @@ def _integrations_needed(caller: Caller, plan: dict[str, Any], declared: list[st
     unknown = sorted(set(declared) - set(Integration.objects.filter(id__in=declared).values_list("id", flat=True)))
     if unknown:
         raise InvalidInput(f"Unknown integration(s): {', '.join(unknown)}. capabilities_integration_list lists "
-                           "them.", code="invalid_input")
+                           "them.", code="integration_not_found")
     return list(dict.fromkeys([*needed, *declared]))
 
 

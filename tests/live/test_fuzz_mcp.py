@@ -41,7 +41,7 @@ BROKEN_EXAMPLES = 8
 AQL_EXAMPLES = 30
 # Seconds of a run after which tools get only their fixed cases, not generated ones: a server that
 # answers slowly (as one does while it is failing) must not stretch a CI run past a few minutes.
-GENERATED_BUDGET = 180
+GENERATED_BUDGET = 300
 # Examples per catalogue action of capabilities_execute, its input drawn from the action's own schema.
 ACTION_EXAMPLES = 3
 # The gatekeeper's pending confirmations.

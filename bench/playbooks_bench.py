@@ -210,7 +210,9 @@ def main() -> None:
                      PORT=str(port), ATRIUM_PUBLIC_URL=public)
     report: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
                     "database": "postgresql", "worker": "celery prefork, concurrency 2",
-                    "web_concurrency": args.web_concurrency, "deliveries": args.deliveries, "results": []}
+                    "web_concurrency": args.web_concurrency, "deliveries": args.deliveries,
+                    # Others' work on the machine moves these figures: say how busy it was.
+                    "load_average_before": os.getloadavg(), "results": []}
     processes: list[subprocess.Popen] = []
     try:
         manage(env, "migrate", "--no-input")
@@ -250,6 +252,7 @@ def main() -> None:
                     row[kind] = result
                 report["results"].append(row)
                 print(json.dumps(row), file=sys.stderr)
+        report["load_average_after"] = os.getloadavg()
     except BaseException:
         for log in sorted(workdir.glob("*.log")):
             print(f"--- {log.name}\n{log.read_text()[-3000:]}", file=sys.stderr)

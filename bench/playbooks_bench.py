@@ -203,9 +203,10 @@ def main() -> None:
     port = free_port()
     public = f"http://127.0.0.1:{port}"
     broker_base, broker_db = args.broker_url.rsplit("/", 1)
-    # A queue of this run's own: a message left on the broker by another run never reaches this worker.
+    # A queue of the benchmark's own: the other tasks on that broker never reach this worker. The
+    # runs are watched by id, so a message an interrupted earlier run left there changes nothing.
     env = server_env(url, CELERY_BROKER_URL=args.broker_url, CACHE_URL=f"{broker_base}/{int(broker_db) + 1}",
-                     CELERY_TASK_DEFAULT_QUEUE=f"bench-playbooks-{os.getpid()}",
+                     CELERY_TASK_DEFAULT_QUEUE="bench-playbooks",
                      ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE="0", WEB_CONCURRENCY=args.web_concurrency,
                      PORT=str(port), ATRIUM_PUBLIC_URL=public)
     report: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",

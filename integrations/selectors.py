@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 
 from accounts.caller import Caller
-from accounts.errors import InvalidInput, NotFound
+from accounts.errors import Forbidden, InvalidInput, NotFound
 from integrations import vault
 from integrations.models import Action, Connection, Execution, Integration, Skill
 
@@ -163,3 +163,20 @@ def execution_describe(execution: Execution) -> dict[str, Any]:
             "error": execution.error or None, "result": execution.result,
             "parentId": execution.parent_id, "startedAt": execution.started_at,
             "finishedAt": execution.finished_at, "durationMs": execution.duration_ms}
+
+
+def capabilities_allowed(*, caller: Caller, names: list[str]) -> None:
+    """Refuse a workflow or a playbook plan whose capability steps its author could not execute: the
+    steps run as the owner every time, whoever starts the run (a trigger, a token that may only run
+    it), so writing them needs capabilities:execute and each Atrium action's own scope."""
+    if not names:
+        return
+    needed = {"capabilities:execute"}
+    for action in Action.objects.filter(integration_id__in={n.partition(".")[0] for n in names if "." in n}):
+        if action.full_name in names and action.config.get("scope"):
+            needed.add(action.config["scope"])
+    missing = sorted(needed - caller.scopes)
+    if missing:
+        raise Forbidden(f"Its capability steps need the scope(s) {', '.join(missing)}, which this token does not "
+                        "carry: a workflow or playbook may only do what its author may.", code="insufficient_scope",
+                        extra={"scopes": missing})

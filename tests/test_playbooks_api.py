@@ -9,7 +9,7 @@ from elements.types import ElementType
 from integrations.services import catalogue_sync
 from runs.models import Run
 from tests.conftest import Api, make_member
-from workflows.models import Playbook
+from workflows.models import Playbook, Workflow
 
 PLAN = {
     "input": {"type": "object", "properties": {"note": {"type": "string"}}, "required": ["note"]},
@@ -99,3 +99,28 @@ def test_deleting_a_playbook_keeps_its_executions(atrium, alice):
     assert api.delete(f"/api/playbooks/{body['playbookId']}/").status_code == 204
     assert not Playbook.objects.exists()
     assert Run.objects.get(pk=execution["executionId"]).status == "completed"
+
+
+def test_a_plan_may_only_do_what_its_authors_token_may(atrium, alice):
+    # The step writes a memory entry: it runs as Alice every time, whoever starts the playbook.
+    creator = make_member("creator", scopes=["playbooks:create", "playbooks:read"])
+    refused = Api(creator).post("/api/playbooks/", {"name": "Logger", "plan": PLAN})
+    assert refused.status_code == 403 and refused.json()["code"] == "insufficient_scope"
+    assert refused.json()["scopes"] == ["capabilities:execute", "elements:write"]
+    executor = make_member("executor", scopes=["playbooks:create", "capabilities:execute"])
+    assert Api(executor).post("/api/playbooks/", {"name": "Logger", "plan": PLAN}).json()["scopes"] == \
+        ["elements:write"]
+    assert not Playbook.objects.exists()
+
+
+def test_a_workflow_with_a_capability_step_needs_the_scopes_to_execute_it(atrium, alice, mcp_client):
+    writer = make_member("writer", scopes=["workflows:write", "workflows:read", "runs:execute"])
+    client = mcp_client(writer)
+    client.initialize()
+    config = {"name": "Note", "start": "note", "nodes": {
+        "note": {"type": "script", "capability": "atrium_tools.add_memory_entry",
+                 "input": {"memory": "log", "content": "x"}, "transitions": {"success": "done", "failure": "done"}},
+        "done": {"type": "end"}}}
+    refused = client.call_expecting_error("create_workflow", {"id": "note", "config": config, "global": True})
+    assert refused["code"] == "insufficient_scope"
+    assert not Workflow.objects.filter(workflow_id="note").exists()

@@ -290,7 +290,8 @@ class PlaybookTools(Toolset):
         prompt, the capability catalogue and the templates; without one Atrium drafts it from the best-matching
         template and capabilities. Either way the answer is a saved playbook (as playbooks_get shows it), `draft`
         (how it was made) and `refinePrompt`, a ready prompt for you to improve it through the workflow tools or
-        the REST API."""
+        the REST API. A draft's capability steps need their scopes on your token (capabilities:execute, and an
+        Atrium action's own), else insufficient_scope (an Atrium extension)."""
         return playbooks.playbook_generate(caller=self.caller, prompt=prompt)
 
     @tool(name="playbooks_execute", title="Execute a playbook", scope=PLAYBOOKS_EXECUTE, read_only=False,
@@ -369,7 +370,9 @@ class PlaybookTools(Toolset):
     ) -> Any:
         """Create a playbook of yours from the template, with its suggested triggers turned off (turn them on with
         playbooks_trigger_activate once its integrations are connected). Answers the playbook as playbooks_get
-        does, plus createdTriggers: each new webhook trigger's URL and signing secret, shown only here."""
+        does, plus createdTriggers: each new webhook trigger's URL and signing secret, shown only here. Its
+        capability steps will run as you, so your token needs what executing them would (capabilities:execute,
+        and an Atrium action's own scope); else insufficient_scope with `scopes` (an Atrium extension)."""
         playbook = playbooks.playbook_instantiate(caller=self.caller, template_id=templateId, name=name)
         return {**playbook_selectors.playbook_detail(caller=self.caller, playbook_id=playbook.pk),
                 "createdTriggers": playbook_selectors.created_triggers(playbook)}

@@ -83,7 +83,7 @@ def _text(value: Any, field: str, limit: int, *, required: bool = False) -> str:
 def _integrations_needed(caller: Caller, plan: dict[str, Any], declared: list[str]) -> list[str]:
     """The integrations the plan's capability steps need (an action's own, a skill's declared ones),
     then the ones the author declared, once each. An unknown capability is refused now rather than
-    at the first execution."""
+    at the first execution, and so are steps the author's token could not execute itself."""
     from integrations import selectors as capability_selectors
     from integrations.models import Action, Integration
 
@@ -99,6 +99,7 @@ def _integrations_needed(caller: Caller, plan: dict[str, Any], declared: list[st
         needed.extend(skill.integrations.values_list("id", flat=True))
     if not isinstance(declared, list) or not all(isinstance(i, str) for i in declared):
         raise InvalidInput("integrations must be a list of integration ids.", code="invalid_input")
+    capability_selectors.capabilities_allowed(caller=caller, names=plans.plan_capabilities(plan))
     unknown = sorted(set(declared) - set(Integration.objects.filter(id__in=declared).values_list("id", flat=True)))
     if unknown:
         raise InvalidInput(f"Unknown integration(s): {', '.join(unknown)}. capabilities_integration_list lists "

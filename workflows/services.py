@@ -74,6 +74,14 @@ def _check_id(workflow_id: str, what: str = "id") -> None:
                           f"(at most {MAX_ID_LENGTH}).", code="invalid_id")
 
 
+def _capabilities_check(caller: Caller, config: dict[str, Any]) -> None:
+    from integrations.selectors import capabilities_allowed
+
+    nodes = config.get("nodes") or {}
+    capabilities_allowed(caller=caller, names=[n["capability"] for n in nodes.values()
+                                               if isinstance(n, dict) and isinstance(n.get("capability"), str)])
+
+
 def _check_owner(caller: Caller, workflow: Workflow) -> None:
     """Users change their own workflows; staff curate anyone's, but only through admin."""
     if workflow.owner_id != caller.user.pk and not (caller.via == "admin" and caller.user.is_staff):
@@ -131,6 +139,7 @@ def workflow_save(*, caller: Caller, scope: Scope, workflow_id: str, source: str
     project = _project_for(scope, source)
     text, parsed = definition_parse(config if config is not None else workflow_template(workflow_id))
     definition_validate(scope=scope, config=parsed, workflow_id=workflow_id)
+    _capabilities_check(caller, parsed)
     workflow = _existing(scope=scope, project=project, workflow_id=workflow_id)
     if workflow is not None and not overwrite:
         raise WorkflowConflict(f"A workflow {workflow_id!r} already exists in the {source} source; pass "
@@ -162,6 +171,7 @@ def workflow_update(*, caller: Caller, scope: Scope, workflow_id: str, source: s
     _check_owner(caller, workflow)
     text, parsed = definition_parse(config)
     definition_validate(scope=scope, config=parsed, workflow_id=workflow_id)
+    _capabilities_check(caller, parsed)
     workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
     version_check(current=row_version(workflow.pk, workflow.modified), accepted=if_match,
                   what=f"workflow {workflow_id!r}")
@@ -322,6 +332,7 @@ def workflow_restore(*, caller: Caller, revision: WorkflowRevision) -> Workflow:
         # The revision may name a subworkflow that has gone since: refuse rather than store a broken graph.
         definition_validate(scope=Scope(owner=workflow.owner, project=workflow.project), config=parsed,
                             workflow_id=workflow.workflow_id)
+        _capabilities_check(caller, parsed)
         workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
         _fill(workflow, text, parsed)
         workflow.save()

@@ -29,8 +29,10 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serializ
 
 PLAYBOOK_SCOPES = ["playbooks:read", "playbooks:create", "playbooks:execute", "playbooks:manage", "templates:read",
                    "templates:use", "dashboard:read"]
-# What a host needs besides, to answer the AI step of an execution it started.
+# What a host needs besides, to answer the AI step of an execution it started; and what a template's
+# capability steps need of the token that makes a playbook of it (a memory entry: elements:write).
 HOST_SCOPES = ["runs:read", "runs:execute"]
+STEP_SCOPES = ["capabilities:execute", "elements:write"]
 PLAYBOOK_TOOLS = {"playbooks_list", "playbooks_get", "playbooks_generate", "playbooks_execute",
                   "playbooks_trigger_activate", "playbooks_history", "templates_search", "templates_list",
                   "templates_get", "templates_instantiate", "dashboard_overview", "executions_list", "executions_get",
@@ -87,7 +89,7 @@ def deliver(url: str, secret: str, body: dict[str, Any]) -> httpx.Response:
 
 
 def test_the_sdk_client_uses_every_playbook_template_and_dashboard_tool(playbook_server, completions):
-    alice = make_member("alice", scopes=PLAYBOOK_SCOPES + HOST_SCOPES)
+    alice = make_member("alice", scopes=PLAYBOOK_SCOPES + HOST_SCOPES + STEP_SCOPES)
     reader = make_member("reader", scopes=["playbooks:read"])
     make_member("bob")
     element_create(caller=Caller.trusted(alice.user, via="command"), element_type=ElementType.MEMORY,

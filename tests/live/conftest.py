@@ -1,6 +1,7 @@
 """A real Atrium server (gunicorn, as `make run` starts it) in a subprocess, sharing the test database."""
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -11,16 +12,37 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from django.conf import settings
 from django.db import connection
+from mcp import ClientSession
 
 from tests.conftest import TEST_BROKER_URL
 
 BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+class Tools:
+    """One SDK client session's calls, answered as (isError, the JSON payload)."""
+
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def __call__(self, tool: str, **arguments: Any) -> tuple[bool, Any]:
+        result = await self.session.call_tool(tool, arguments)
+        payload = json.loads(result.content[0].text)
+        if not result.isError:
+            assert result.structuredContent == payload
+        return bool(result.isError), payload
+
+    async def ok(self, tool: str, **arguments: Any) -> Any:
+        error, payload = await self(tool, **arguments)
+        assert not error, (tool, payload)
+        return payload
 
 
 def free_port() -> int:

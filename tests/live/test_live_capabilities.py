@@ -5,7 +5,6 @@ the key entered on the page) and a skill that calls an action from inside the sa
 that declares URL elicitation sent to the connect page."""
 
 import asyncio
-import json
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from integrations.crypto import unseal
 from integrations.models import Connection, ConnectRequest, Execution
 from tests.actions import json_reply
 from tests.conftest import hidden_inputs, make_member
-from tests.live.conftest import serve
+from tests.live.conftest import Tools, serve
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -44,25 +43,6 @@ def capability_server(transactional_db, tmp_path, fake_server):
     call_command("import_docs", verbosity=0)
     with serve(tmp_path, CELERY_BROKER_URL="", ATRIUM_HTTP_ALLOWED_HOSTS=fake_server.netloc) as server:
         yield server
-
-
-class Tools:
-    """One SDK client session's calls, answered as (isError, the JSON payload)."""
-
-    def __init__(self, session: ClientSession) -> None:
-        self.session = session
-
-    async def __call__(self, tool: str, **arguments: Any) -> tuple[bool, Any]:
-        result = await self.session.call_tool(tool, arguments)
-        payload = json.loads(result.content[0].text)
-        if not result.isError:
-            assert result.structuredContent == payload
-        return bool(result.isError), payload
-
-    async def ok(self, tool: str, **arguments: Any) -> Any:
-        error, payload = await self(tool, **arguments)
-        assert not error, payload
-        return payload
 
 
 async def sign_in(web: httpx.AsyncClient, username: str) -> None:

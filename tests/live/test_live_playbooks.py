@@ -22,7 +22,7 @@ from integrations.executors.webhook import signature
 from runs.models import Run
 from tests.conftest import make_member
 from tests.fakes import FakeCompletions
-from tests.live.conftest import serve
+from tests.live.conftest import Tools, serve
 from workflows.models import TriggerFiring
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
@@ -53,23 +53,6 @@ def playbook_server(transactional_db, tmp_path, completions):
     with serve(tmp_path, CELERY_BROKER_URL="", ATRIUM_MODEL_BACKEND_URL=completions.url,
                ATRIUM_MODEL_BACKEND_MODEL="fake-model", ATRIUM_MODEL_BACKEND_KEY="sk-live-test") as server:
         yield server
-
-
-class Tools:
-    def __init__(self, session: ClientSession) -> None:
-        self.session = session
-
-    async def __call__(self, tool: str, **arguments: Any) -> tuple[bool, Any]:
-        result = await self.session.call_tool(tool, arguments)
-        payload = json.loads(result.content[0].text)
-        if not result.isError:
-            assert result.structuredContent == payload
-        return bool(result.isError), payload
-
-    async def ok(self, tool: str, **arguments: Any) -> Any:
-        error, payload = await self(tool, **arguments)
-        assert not error, (tool, payload)
-        return payload
 
 
 async def connected(url: str, token: str, work: Any) -> None:

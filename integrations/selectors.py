@@ -180,3 +180,24 @@ def capabilities_allowed(*, caller: Caller, names: list[str]) -> None:
         raise Forbidden(f"Its capability steps need the scope(s) {', '.join(missing)}, which this token does not "
                         "carry: a workflow or playbook may only do what its author may.", code="insufficient_scope",
                         extra={"scopes": missing})
+
+
+def integration_states(*, caller: Caller, integration_ids: list[str]) -> list[dict[str, Any]]:
+    """For each integration something needs (a playbook, a template), in order: whether it is on this
+    server and enabled (`available`), whether it needs a connection, and whether the caller has one
+    (an integration that needs none counts as connected)."""
+    known = {i.pk: i for i in Integration.objects.filter(pk__in=integration_ids)}
+    connected_ids = set(Connection.objects.filter(user=caller.user, integration_id__in=known,
+                                                  state=Connection.State.CONNECTED)
+                        .values_list("integration_id", flat=True))
+    states = []
+    for integration_id in integration_ids:
+        integration = known.get(integration_id)
+        if integration is None or not integration.enabled:
+            states.append({"integrationId": integration_id, "name": integration.name if integration else integration_id,
+                           "connected": False, "connectionRequired": True, "available": False})
+            continue
+        states.append({"integrationId": integration_id, "name": integration.name,
+                       "connected": not integration.connection_required or integration_id in connected_ids,
+                       "connectionRequired": integration.connection_required, "available": True})
+    return states

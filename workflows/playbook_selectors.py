@@ -15,7 +15,6 @@ from django.db.models import Count, Q, QuerySet
 from accounts.caller import Caller
 from accounts.errors import NotFound
 from integrations import selectors as capability_selectors
-from integrations.models import Integration
 from runs.engine import public_url
 from runs.models import NodeRun, Run
 from runs.selectors import cost_fields, pending_step
@@ -44,20 +43,7 @@ def user_tz(caller: Caller) -> ZoneInfo:
 # --- status ------------------------------------------------------------------------------------------
 
 def _integration_states(caller: Caller, playbook: Playbook) -> list[dict[str, Any]]:
-    rows = {i.id: i for i in Integration.objects.filter(id__in=playbook.integrations)}
-    states = []
-    for integration_id in playbook.integrations:
-        integration = rows.get(integration_id)
-        if integration is None:
-            states.append({"integrationId": integration_id, "name": integration_id, "connected": False,
-                           "connectionRequired": True, "available": False})
-            continue
-        connected = (not integration.connection_required or
-                     capability_selectors.connected(caller=caller, integration=integration))
-        states.append({"integrationId": integration.id, "name": integration.name, "connected": connected,
-                       "connectionRequired": integration.connection_required,
-                       "available": integration.enabled})
-    return states
+    return capability_selectors.integration_states(caller=caller, integration_ids=list(playbook.integrations))
 
 
 def playbook_status(*, caller: Caller, playbook: Playbook, triggers: list[Trigger] | None = None,

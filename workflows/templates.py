@@ -32,7 +32,7 @@ from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
 from accounts.services import audit_record
 from integrations.models import Action, Integration
-from integrations.selectors import connected
+from integrations.selectors import integration_states
 from workflows import analysis
 from workflows.definition import config_check
 from workflows.models import PlaybookTemplate
@@ -372,19 +372,7 @@ def template_get(*, caller: Caller, template_id: str) -> dict[str, Any]:
     """Everything about one template, with whether the caller has connected what it needs: `ready`
     when every required integration is enabled and, where it needs a connection, connected."""
     template = template_find(template_id=template_id)
-    known = {i.pk: i for i in Integration.objects.filter(pk__in=template.integrations, enabled=True)}
-    required = []
-    for integration_id in template.integrations:
-        integration = known.get(integration_id)
-        if integration is None:
-            required.append({"integrationId": integration_id, "name": integration_id, "connected": False,
-                             "connectionRequired": True, "available": False})
-            continue
-        required.append({
-            "integrationId": integration_id, "name": integration.name,
-            "connected": not integration.connection_required or connected(caller=caller, integration=integration),
-            "connectionRequired": integration.connection_required, "available": True,
-        })
+    required = integration_states(caller=caller, integration_ids=list(template.integrations))
     return {**_summary(template), "plan": template.plan, "exampleInput": template.example_input,
             "suggestedTriggers": template.triggers, "requiredIntegrations": required,
             "ready": all(r["connected"] for r in required), "updatedAt": template.updated_at.isoformat()}

@@ -373,6 +373,7 @@ CELERY_BEAT_SCHEDULE = {
     "purge-expired-credentials": {"task": "accounts.tasks.purge_expired", "schedule": 3600.0},
     "reap-scripts": {"task": "runs.tasks.scripts_reap", "schedule": 60.0},
     "reap-skill-executions": {"task": "integrations.tasks.executions_reap", "schedule": 60.0},
+    "resend-model-steps": {"task": "runs.tasks.model_steps_resend", "schedule": 60.0},
     "fire-due-triggers": {"task": "workflows.tasks.triggers_fire_due",
                           "schedule": float(os.environ.get("ATRIUM_TRIGGER_TICK_SECONDS", "30"))},
 }

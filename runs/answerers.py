@@ -26,6 +26,7 @@ import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -134,6 +135,33 @@ def waiting_for(run: Run) -> dict[str, str] | None:
     else:
         reason = "the model backend left it to a host"
     return {"who": HOST, "message": f"Waiting for a host: {reason}; {how}."}
+
+
+# A step handed to the model whose task was lost (its worker died after taking it) would say it waits
+# for the model for ever: a paused step of the model's that nothing has touched for this long is sent
+# again. Sending twice is safe: an answer names its step, and a second one finds it answered.
+MODEL_STEP_STALE_SECONDS = 600
+
+
+def model_steps_resend(*, now: Any = None) -> int:
+    """Send again the model's paused steps that nothing has touched for MODEL_STEP_STALE_SECONDS.
+    Runs periodically (runs.tasks.model_steps_resend); returns how many it sent."""
+    if not backend_configured():
+        return 0
+    now = now or timezone.now()
+    stale = Run.objects.filter(status=Run.Status.PAUSED, kind=Run.Kind.REAL, trigger__isnull=False,
+                               updated_at__lt=now - timedelta(seconds=MODEL_STEP_STALE_SECONDS))
+    sent = 0
+    for run_id, updated_at in list(stale.values_list("pk", "updated_at")[:200]):
+        if _model_step(run_id) is None:
+            continue
+        # Claimed by moving updated_at on: two reapers at once send it once, and it waits its full
+        # stale time again before the next resend.
+        if not Run.objects.filter(pk=run_id, updated_at=updated_at).update(updated_at=now):
+            continue
+        after_pause(run_id)
+        sent += 1
+    return sent
 
 
 # --- handing the answer off ------------------------------------------------------------------------

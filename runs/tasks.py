@@ -34,3 +34,9 @@ def step_answer(self, run_id: str) -> None:
             answerers.backend_gave_up(exc.run_id, step_id=exc.step_id, error=exc.message)
             return
         raise self.retry(args=(exc.run_id,), countdown=answerers.backoff_seconds(self.request.retries)) from exc
+
+
+@shared_task
+def model_steps_resend() -> int:
+    """Send again the model's steps whose task was lost."""
+    return answerers.model_steps_resend()

@@ -5,6 +5,7 @@ who is told why, when it cannot answer. Every other run waits for its host, as b
 
 import json
 import socket
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -406,3 +407,23 @@ def test_the_run_page_says_who_the_step_waits_for(alice, settings):
     html = client.get(f"/open/runs/{run.pk}?project=global").content.decode()
 
     assert "Waiting for a host: no model backend is configured on this server" in html
+
+
+def test_a_step_whose_task_was_lost_is_sent_again_once_it_has_waited_long(alice, model_backend, monkeypatch,
+                                                                         django_capture_on_commit_callbacks):
+    lost: list[str] = []
+    tasks.step_answer.app.conf.task_always_eager = False
+    monkeypatch.setattr(tasks.step_answer, "delay", lost.append)  # taken by a worker that then died
+    with django_capture_on_commit_callbacks(execute=True):
+        run = start(alice)
+    assert lost == [run.pk] and status(run)["waitingFor"]["who"] == "model"
+    tasks.step_answer.app.conf.task_always_eager = True  # no broker: the resend answers here
+    model_backend.says(SUMMARY)
+    model_backend.says(APPROVE)
+
+    soon = Run.objects.get(pk=run.pk).updated_at + timedelta(seconds=answerers.MODEL_STEP_STALE_SECONDS - 1)
+    assert answerers.model_steps_resend(now=soon) == 0 and model_backend.requests == []
+    later = soon + timedelta(seconds=2)
+    assert answerers.model_steps_resend(now=later) == 1
+    assert Run.objects.get(pk=run.pk).status == "completed"
+    assert answerers.model_steps_resend(now=later + timedelta(hours=1)) == 0

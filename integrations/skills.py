@@ -63,6 +63,7 @@ from integrations import schemas
 from integrations.executors import ActionFailed
 from integrations.models import Execution, Skill
 from runs import sandbox
+from workflows.events import event_emit
 
 logger = logging.getLogger(__name__)
 
@@ -231,6 +232,8 @@ def _result_record(execution_id: int, outcome: _Outcome, result: dict[str, Any])
         execution.finished_at = timezone.now()
         execution.duration_ms = max(round((execution.finished_at - execution.started_at).total_seconds() * 1000), 0)
         execution.save(update_fields=["status", "result", "error_code", "error", "finished_at", "duration_ms"])
+        event_emit(owner_id=execution.user_id, name="capability.executed",
+                   data={"name": execution.name, "kind": str(execution.kind), "status": str(execution.status)})
         return True
 
 

@@ -20,9 +20,14 @@ from integrations import schemas, skills, tasks
 from integrations.crypto import seal, unseal
 from integrations.executors import EXECUTORS, ActionCall, ActionFailed, executor
 from integrations.models import Action, Connection, Execution, Integration, Skill
+from integrations.services import capability_execute
 from runs import sandbox
+from runs.models import Run
 from runs.sandbox import RPC_CALLS, RPC_REQUEST_BYTES
 from tests.conftest import make_member
+from tests.playbook_helpers import playbook_make
+from workflows import triggers
+from workflows.models import TriggerFiring
 
 VAULT_SECRET = "vault-secret-4d1f9b"
 
@@ -662,3 +667,22 @@ def test_with_a_broker_dispatch_refuses_to_run_inside_a_transaction(caller, queu
         skills.skill_dispatch(caller=caller, skill=skill, input={}, execution=start(caller.user, skill),
                               call_action=describe_caller, wait_seconds=0)
     assert queued == []
+
+
+def test_a_skill_that_ran_is_a_capability_executed_event(caller, django_capture_on_commit_callbacks):
+    playbook = playbook_make(caller.user)
+    trigger = triggers.trigger_create(caller=caller, playbook=playbook, spec={
+        "type": "event", "event": "capability.executed", "filters": {"kind": "skill"}, "enabled": True}).trigger
+    skill = make_skill("""
+        def run(input, atrium):
+            return {'ok': True}
+    """, owner=caller.user)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = capability_execute(caller=caller, name=skill.name, input={})
+
+    assert outcome.payload["success"] is True, outcome.payload
+    firing = TriggerFiring.objects.get(trigger=trigger)
+    assert firing.outcome == "started"
+    assert Run.objects.get(pk=firing.run_id).context["event"]["data"] == {
+        "name": "test_skill", "kind": "skill", "status": "succeeded"}

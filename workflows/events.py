@@ -34,8 +34,8 @@ EVENTS: dict[str, dict[str, str]] = {
                       "playbookId": "the playbook it is an execution of, or null", "status": "completed"},
     "run.failed": {"runId": "the run's id", "workflowId": "its workflow's id",
                    "playbookId": "the playbook it is an execution of, or null", "status": "failed"},
-    "capability.executed": {"name": "the capability (integrationId.action)", "kind": "action",
-                            "status": "succeeded or failed"},
+    "capability.executed": {"name": "the capability (integrationId.action, or a skill's name)",
+                            "kind": "action or skill", "status": "succeeded or failed (a skill also refused)"},
 }
 
 # Events about a run: one from an execution of playbook P never fires P's own triggers.

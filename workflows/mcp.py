@@ -10,7 +10,6 @@ from pydantic import Field, WithJsonSchema
 
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, error_payload_result, tool
-from runs.engine import public_url
 from workflows import conversion, playbook_selectors, playbooks, selectors, services, templates
 from workflows.definition import AUTHORING, executors, json_schema
 from workflows.scoping import MAX_CWD_CHARS, Scope, scope_resolve
@@ -309,9 +308,7 @@ class PlaybookTools(Toolset):
         and `problems`."""
         playbook = playbooks.playbook_get_owned(caller=self.caller, playbook_id=playbookId)
         run = playbooks.execution_start(caller=self.caller, playbook=playbook, input=input)
-        run.refresh_from_db()
-        return {"executionId": run.pk, "sessionId": run.pk, "playbookId": playbook.pk, "status": run.status,
-                "url": public_url(run)}
+        return playbook_selectors.execution_started(run)
 
     @tool(name="playbooks_trigger_activate", title="Turn a playbook's triggers on or off", scope=PLAYBOOKS_MANAGE,
           read_only=False, destructive=False, idempotent=True, open_world=False)

@@ -19,7 +19,7 @@ from accounts.authentication import caller_from_request
 from accounts.caller import Caller
 from accounts.errors import NotFound
 from accounts.versions import etag, if_match
-from runs.engine import MAX_SPENDING_CAP_USD, caps_from, public_url
+from runs.engine import MAX_SPENDING_CAP_USD, caps_from
 from workflows import playbook_selectors, playbooks, templates, triggers
 from workflows.api import JSON
 from workflows.mcp import (
@@ -187,9 +187,7 @@ class ExecuteView(ScopedApiView):
         caller = _caller(request)
         playbook = playbooks.playbook_get_owned(caller=caller, playbook_id=playbook_id)
         run = playbooks.execution_start(caller=caller, playbook=playbook, input=params["input"])
-        run.refresh_from_db()
-        return Response({"executionId": run.pk, "sessionId": run.pk, "playbookId": playbook.pk, "status": run.status,
-                         "url": public_url(run)}, status=status.HTTP_202_ACCEPTED)
+        return Response(playbook_selectors.execution_started(run), status=status.HTTP_202_ACCEPTED)
 
 
 class ActivateView(ScopedApiView):

@@ -85,6 +85,14 @@ def execution_row(run: Run) -> dict[str, Any]:
     }
 
 
+def execution_started(run: Run) -> dict[str, Any]:
+    """What starting an execution answers (playbooks_execute, POST .../execute/): its ids, where it
+    got to (a run driven in the request may already have paused or ended), and its page."""
+    run.refresh_from_db(fields=["status"])
+    return {"executionId": run.pk, "sessionId": run.pk, "playbookId": run.playbook_id, "status": run.status,
+            "url": public_url(run)}
+
+
 def executions_list(*, caller: Caller, limit: int = 20, offset: int = 0,
                     playbook: Playbook | None = None) -> dict[str, Any]:
     runs = executions_owned(caller=caller)

@@ -243,3 +243,15 @@ def test_every_shipped_template_instantiates_with_its_triggers_off(alice):
         kinds = sorted(t.kind for t in playbook.triggers.all())
         assert kinds == sorted(spec["type"] for spec in template.triggers), template.pk
         assert not playbook.triggers.filter(enabled=True).exists()
+
+
+def test_each_playbook_shows_its_own_last_execution_however_busy_another_is(atrium, alice, client):
+    quiet = playbook_create(caller=trusted(alice), name="Quiet", plan=PLAN)
+    busy = playbook_create(caller=trusted(alice), name="Busy", plan=PLAN)
+    first = Run.objects.create(owner=alice.user, playbook=quiet, workflow_key="q", workflow_name="Quiet",
+                               workflow_source="global", definition={}, status="completed")
+    Run.objects.bulk_create(Run(owner=alice.user, playbook=busy, workflow_key="b", workflow_name="Busy",
+                                workflow_source="global", definition={}, status="completed") for _ in range(150))
+    rows = {p["playbookId"]: p for p in client.call_expecting_success("playbooks_list")["playbooks"]}
+    assert rows[quiet.pk]["lastExecution"]["executionId"] == first.pk
+    assert rows[busy.pk]["lastExecution"]["playbookId"] == busy.pk

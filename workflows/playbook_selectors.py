@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from accounts.caller import Caller
 from accounts.errors import NotFound
@@ -188,12 +188,11 @@ def execution_messages_get(*, caller: Caller, session_id: str) -> dict[str, Any]
 # --- playbooks ---------------------------------------------------------------------------------------
 
 def _last_executions(caller: Caller, playbook_ids: list[str]) -> dict[str, Run]:
-    latest: dict[str, Run] = {}
-    runs = executions_owned(caller=caller).filter(playbook_id__in=playbook_ids).select_related("playbook", "project")
-    # One query per page of playbooks: newest first, the first seen per playbook wins.
-    for run in runs.order_by("-started_at", "-pk")[:max(len(playbook_ids) * 20, 100)]:
-        latest.setdefault(run.playbook_id, run)
-    return latest
+    """Each playbook's newest execution, in one query however many executions each has."""
+    owned = executions_owned(caller=caller)
+    newest = owned.filter(playbook_id=OuterRef("playbook_id")).order_by("-started_at", "-pk").values("pk")[:1]
+    runs = owned.filter(playbook_id__in=playbook_ids, pk=Subquery(newest)).select_related("playbook", "project")
+    return {run.playbook_id: run for run in runs}
 
 
 def _row(caller: Caller, playbook: Playbook, last: Run | None, running: int = 0) -> dict[str, Any]:

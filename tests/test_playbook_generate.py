@@ -93,3 +93,15 @@ def test_without_a_backend_the_best_matching_template_makes_the_draft(client, al
     playbook = assert_saved_and_valid(alice, generated)
     assert playbook.template_id == "github-issues-daily-digest"
     assert [t["type"] for t in generated["triggers"]] == ["schedule"] and not generated["triggers"][0]["enabled"]
+
+
+def test_a_model_answer_nested_past_any_plan_falls_back_to_atriums_draft(client, alice, model_backend):
+    model_backend.says("[" * 100_000 + "]" * 100_000)  # deeper than the JSON parser's stack
+    deep: list = []
+    for _ in range(80):
+        deep = [deep]
+    model_backend.says(json.dumps({"steps": deep}))  # parses, but deeper than any plan
+    generated = client.call_expecting_success("playbooks_generate", {"prompt": PROMPT})
+    assert generated["draft"]["source"] == "capabilities"
+    assert "nested more than 64 levels" in generated["draft"]["modelError"]
+    assert_saved_and_valid(alice, generated)

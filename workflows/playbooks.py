@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from accounts.caller import Caller
 from accounts.errors import DomainError, InvalidInput, NotFound
+from accounts.input_bounds import MAX_JSON_DEPTH, json_depth
 from accounts.services import audit_record
 from accounts.versions import version_check
 from integrations import schemas
@@ -405,8 +406,11 @@ def _model_plan(caller: Caller, prompt: str) -> tuple[dict[str, Any] | None, str
         text = answer.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
         try:
             plan = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's stack: not a plan either
             problems = ["the answer was not JSON"]
+            continue
+        if json_depth(plan) > MAX_JSON_DEPTH:
+            problems = [f"the answer was nested more than {MAX_JSON_DEPTH} levels deep"]
             continue
         problems = plans.plan_problems(plan)
         if not problems:

@@ -61,3 +61,14 @@ def memory_mib(pid: int, field: str = "VmRSS") -> float:
 def manage(env: dict[str, str], *args: str) -> str:
     return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, check=True,
                           capture_output=True, text=True).stdout
+
+
+def processes_stop(processes: list[subprocess.Popen]) -> None:
+    """Ask every process to stop, then kill those still running after 20 seconds."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()

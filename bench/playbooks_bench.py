@@ -41,7 +41,7 @@ from pathlib import Path
 import httpx
 import psycopg
 from elements_bench import database_for, summary
-from harness import BASE_DIR, free_port, manage, server_env
+from harness import BASE_DIR, free_port, manage, processes_stop, server_env
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from soak_bench import BARE_SERVER, start, wait_for
@@ -259,13 +259,7 @@ def main() -> None:
             print(f"--- {log.name}\n{log.read_text()[-3000:]}", file=sys.stderr)
         raise
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        processes_stop(processes)
         drop()
         shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(report, indent=2))

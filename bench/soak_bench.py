@@ -38,7 +38,7 @@ from pathlib import Path
 
 import httpx
 from elements_bench import database_for, summary
-from harness import APPROVE, BASE_DIR, REVIEW_LOOP, free_port, manage, server_env
+from harness import APPROVE, BASE_DIR, REVIEW_LOOP, free_port, manage, processes_stop, server_env
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -341,13 +341,7 @@ def main() -> None:
         report["bare_sdk"] = {"calls": len(bare), "calls_per_s": round(bare_rate, 1), "latency": summary(bare)}
         report["atrium_to_bare_calls_per_s"] = round(report["atrium"]["calls_per_s"] / bare_rate, 3)
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        processes_stop(processes)
         drop()
         shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(report, indent=2))

@@ -28,6 +28,7 @@ urlpatterns = [
     path("runs/", include(run_alias_urlpatterns)),
     path("docs/", include("docs_kb.urls")),
     path("vault/", include("integrations.urls")),
+    path("approvals/", include("elements.approval_urls")),
     path("accounts/", include("allauth.urls")),
     path("api/", include("accounts.urls")),
     path("api/elements/", include("elements.urls")),

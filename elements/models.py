@@ -172,3 +172,193 @@ class UserSettings(models.Model):
 
     def __str__(self) -> str:
         return f"settings of {self.user}"
+
+
+class AgentExecution(models.Model):
+    """One execution of an agent (the original's goal): the goal rendered from its parameters, the
+    agent's settings as they were when it started, and where it stands. A row, not process state,
+    so an execution outlives its MCP session and the process and can be continued from any client
+    of its owner."""
+
+    class Status(models.TextChoices):
+        IN_PROGRESS = "in_progress"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        ABORTED = "aborted"
+
+    id = models.CharField(primary_key=True, max_length=40)  # goal_<hex>
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_executions")
+    # SET_NULL: the history outlives the agent; agent_name still says whose it was.
+    agent = models.ForeignKey(Element, null=True, blank=True, on_delete=models.SET_NULL, related_name="executions")
+    agent_name = models.CharField(max_length=100)
+    # The MCP session that started (or last resumed) it: the one its activations were made in.
+    session = models.ForeignKey("accounts.McpSession", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
+    goal = models.TextField()
+    parameters = models.JSONField(default=dict, blank=True)
+    success_criteria = models.JSONField(default=list, blank=True)
+    # The agent's autonomy, resilience, tools and systemPrompt when the execution started, so an
+    # edit of the agent mid-execution does not change the rules of a running one.
+    settings = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.IN_PROGRESS)
+    outcome = models.CharField(max_length=8, blank=True)  # success, failure or partial, once finished
+    summary = models.TextField(blank=True)
+    abort_reason = models.CharField(max_length=500, blank=True)
+    max_steps = models.PositiveIntegerField(null=True, blank=True)  # a runtime override; 0 is unlimited
+    # Bumped once per recorded step or state change: the optimistic version clients see.
+    state_version = models.PositiveIntegerField(default=1)
+    step_count = models.PositiveIntegerField(default=0)
+    continuations = models.PositiveIntegerField(default=0)
+    retries = models.PositiveIntegerField(default=0)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    circuit_open_until = models.DateTimeField(null=True, blank=True)
+    resumed_from = models.CharField(max_length=40, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["owner", "agent_name", "status", "-started_at"], name="execution_lookup")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_name} {self.id} ({self.status})"
+
+
+class ExecutionStep(models.Model):
+    """One recorded step of an execution (the original's decision), with what autonomy decided."""
+
+    class Outcome(models.TextChoices):
+        SUCCESS = "success"
+        FAILURE = "failure"
+        PARTIAL = "partial"
+
+    execution = models.ForeignKey(AgentExecution, on_delete=models.CASCADE, related_name="steps")
+    number = models.PositiveIntegerField()
+    decision_id = models.CharField(max_length=40)
+    description = models.TextField()
+    outcome = models.CharField(max_length=8, choices=Outcome.choices)
+    findings = models.TextField(blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    next_action_hint = models.CharField(max_length=500, blank=True)
+    risk_score = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The directive answered for this step: {continue, reason, factors, ...}.
+    autonomy = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["execution", "number"]
+        constraints = [models.UniqueConstraint(fields=["execution", "number"], name="execution_step_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id} step {self.number}"
+
+
+class AgentBlock(models.Model):
+    """An agent stopped by the danger zone. While it holds, every execute-family operation on the
+    agent but get_execution_state fails, until its owner enters the code shown on their page."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_blocks")
+    agent_name = models.CharField(max_length=100)
+    execution = models.ForeignKey(AgentExecution, null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="blocks")
+    reason = models.CharField(max_length=500)
+    blocked_at = models.DateTimeField(default=timezone.now)
+    released_at = models.DateTimeField(null=True, blank=True)
+    released_by = models.CharField(max_length=16, blank=True)  # "code" or "abort"
+
+    class Meta:
+        ordering = ["-blocked_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["owner", "agent_name"], condition=models.Q(released_at=None),
+                                               name="agent_block_one_open")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_name} blocked"
+
+
+class VerificationChallenge(models.Model):
+    """A one-time code that a person reads on their signed-in page and gives back through
+    verify_challenge: it unblocks a danger-zone block or clears a verify-tier pause. The code is
+    sealed (the vault's encryption) and is never in any MCP or REST answer."""
+
+    class Kind(models.TextChoices):
+        DANGER_ZONE = "danger_zone"
+        VERIFICATION = "verification"
+
+    id = models.UUIDField(primary_key=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="challenges")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    agent_name = models.CharField(max_length=100)
+    block = models.ForeignKey(AgentBlock, null=True, blank=True, on_delete=models.CASCADE, related_name="challenges")
+    execution = models.ForeignKey(AgentExecution, null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="challenges")
+    reason = models.CharField(max_length=500)
+    sealed_code = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    failures = models.PositiveSmallIntegerField(default=0)
+    used_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=12, blank=True)  # "verified", or "spent" after too many wrong codes
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["owner", "used_at", "-created_at"], name="challenge_open")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} challenge for {self.agent_name}"
+
+
+class VerificationFailure(models.Model):
+    """A wrong code, counted per owner so guessing is limited across challenges and processes."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    challenge = models.ForeignKey(VerificationChallenge, null=True, on_delete=models.SET_NULL, related_name="+")
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "at"], name="verification_failure_recent")]
+
+    def __str__(self) -> str:
+        return f"wrong code at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class CliApproval(models.Model):
+    """A CLI tool request (Claude Code's permission prompt) that needs a person: pending until its
+    owner approves or denies it, on their page or through approve_cli_permission. An approval with
+    scope tool_session lets the same tool through for the rest of that MCP session."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        USED = "used"  # a single approval, spent on the request it was made for
+
+    class Scope(models.TextChoices):
+        SINGLE = "single"
+        TOOL_SESSION = "tool_session"
+
+    id = models.CharField(primary_key=True, max_length=48)  # cli-<uuid>
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cli_approvals")
+    session = models.ForeignKey("accounts.McpSession", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="cli_approvals")
+    tool_name = models.CharField(max_length=200)
+    tool_input = models.JSONField(default=dict, blank=True)
+    input_digest = models.CharField(max_length=64)  # SHA-256 of the canonical JSON of tool_input
+    agent_identity = models.CharField(max_length=200, blank=True)
+    classification = models.JSONField(default=dict, blank=True)
+    reason = models.CharField(max_length=500, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    scope = models.CharField(max_length=12, choices=Scope.choices, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_via = models.CharField(max_length=8, blank=True)  # an AuditEvent.Via value
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["session", "tool_name", "status"], name="cli_approval_lookup"),
+                   models.Index(fields=["owner", "status", "-created_at"], name="cli_approval_owner")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.status})"

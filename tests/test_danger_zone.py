@@ -193,8 +193,9 @@ def test_a_verification_challenge_records_the_verification_and_unblocks_nothing(
 
 def test_both_operations_are_approved_without_confirmation_and_verify_ignores_element_policies(alice, portfolio):
     p = portfolio(alice)
+    denied = ["verify_challenge", "beetlejuice_beetlejuice_beetlejuice"]
     p.ok(CREATE, "create_element", "persona", element_name="locked", description="Locks",
-         instructions="You ARE locked.", gatekeeper={"deny": ["verify_challenge", "beetlejuice_beetlejuice_beetlejuice"]})
+         instructions="You ARE locked.", gatekeeper={"deny": denied})
     p.ok("mcp_aql_read", "activate_element", "persona", element_name="locked")
 
     refused = p.call(CREATE, "beetlejuice_beetlejuice_beetlejuice")

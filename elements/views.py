@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.caller import Caller
 from accounts.errors import DomainError, NotFound
 from elements import approvals, dangerzone
-from elements.models import CliApproval, VerificationChallenge
+from elements.models import AgentBlock, CliApproval, VerificationChallenge
 
 # How much of a CLI request's input the page shows: enough to judge it, not a page of one command.
 INPUT_CHARS = 4000
@@ -55,7 +55,7 @@ def _cli_request(approval: CliApproval) -> dict[str, Any]:
     }
 
 
-def _block(block: Any) -> dict[str, Any]:
+def _block(block: AgentBlock) -> dict[str, Any]:
     challenge = block.newest_first[0] if block.newest_first else None
     return {"block": block, "challenge": challenge, "state": dangerzone.challenge_state(challenge) if challenge else ""}
 

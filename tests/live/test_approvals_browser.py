@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from accounts.caller import Caller
 from accounts.models import McpSession
 from elements import approvals
-from elements.models import AgentBlock, CliApproval, VerificationChallenge
+from elements.models import AgentBlock, CliApproval, VerificationChallenge, VerificationFailure
 from integrations.crypto import unseal
 from tests.conftest import make_member
 from tests.live.conftest import serve
@@ -123,6 +123,9 @@ def test_a_code_read_on_the_page_unblocks_the_agent_through_verify_challenge(liv
 
     block = AgentBlock.objects.get(owner=alice.user, agent_name="night-shift")
     assert block.released_by == "code"
+    challenge = VerificationChallenge.objects.get(pk=data["challenge_id"])
+    assert (challenge.failures, challenge.outcome) == (1, "verified")  # the wrong code was kept, though refused
+    assert VerificationFailure.objects.filter(owner=alice.user).count() == 1
     assert not AgentBlock.objects.filter(owner=charlie.user).exists()
 
 

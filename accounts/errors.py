@@ -28,3 +28,11 @@ class NotFound(DomainError):
 class Forbidden(DomainError):
     code = "forbidden"
     http_status = 403
+
+
+class RefusalWithRecord(InvalidInput):
+    """A refusal whose writes stand. An adapter that runs a call in one transaction rolls back on
+    any other error; this one is committed first, because what the call recorded on its way to
+    refusing is the point (a wrong verification code, counted against further guesses)."""
+
+    code = "refused"

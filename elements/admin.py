@@ -25,7 +25,19 @@ from accounts.caller import Caller
 from accounts.errors import DomainError
 from accounts.services import audit_record
 from elements import selectors, services
-from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
+from elements.models import (
+    Activation,
+    AgentBlock,
+    AgentExecution,
+    CliApproval,
+    Confirmation,
+    Element,
+    ElementRevision,
+    ExecutionStep,
+    MemoryEntry,
+    UserSettings,
+    VerificationChallenge,
+)
 from elements.packages import element_package
 from elements.types import ElementType
 
@@ -411,3 +423,64 @@ class UserSettingsAdmin(ReadOnlyAdmin):
     list_display = ("user", "values")
     search_fields = ("user__username",)
     list_select_related = ("user",)
+
+
+class ExecutionStepInline(admin.TabularInline):
+    """An execution's steps as recorded by record_execution_step: its history, never edited."""
+
+    model = ExecutionStep
+    fields = ("number", "created_at", "outcome", "excerpt", "confidence", "risk_score", "decision_id")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    @admin.display(description="description")
+    def excerpt(self, step: ExecutionStep) -> str:
+        return Truncator(step.description).chars(120)
+
+    def has_add_permission(self, request: HttpRequest, obj: AgentExecution | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: AgentExecution | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: AgentExecution | None = None) -> bool:
+        return False
+
+
+@admin.register(AgentExecution)
+class AgentExecutionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "agent_name", "owner", "status", "outcome", "step_count", "started_at", "finished_at")
+    list_filter = ("status", "outcome", "started_at")
+    search_fields = ("id", "agent_name", "goal", "owner__username")
+    date_hierarchy = "started_at"
+    list_select_related = ("owner",)
+    inlines = (ExecutionStepInline,)
+
+
+@admin.register(AgentBlock)
+class AgentBlockAdmin(ReadOnlyAdmin):
+    list_display = ("agent_name", "owner", "reason", "blocked_at", "released_at", "released_by")
+    list_filter = ("released_by", "blocked_at")
+    search_fields = ("agent_name", "reason", "owner__username")
+    list_select_related = ("owner",)
+
+
+@admin.register(VerificationChallenge)
+class VerificationChallengeAdmin(ReadOnlyAdmin):
+    # Named field by field, so the sealed code is never on a page: a code is for its owner alone.
+    fields = ("id", "owner", "kind", "agent_name", "block", "execution", "reason", "created_at", "expires_at",
+              "failures", "used_at", "outcome")
+    list_display = ("agent_name", "kind", "owner", "created_at", "expires_at", "failures", "outcome")
+    list_filter = ("kind", "outcome", "created_at")
+    search_fields = ("id", "agent_name", "owner__username")
+    list_select_related = ("owner",)
+
+
+@admin.register(CliApproval)
+class CliApprovalAdmin(ReadOnlyAdmin):
+    list_display = ("tool_name", "owner", "status", "scope", "created_at", "expires_at", "decided_via")
+    list_filter = ("status", "scope", "decided_via", "tool_name", "created_at")
+    search_fields = ("id", "tool_name", "agent_identity", "owner__username")
+    date_hierarchy = "created_at"
+    list_select_related = ("owner",)

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput
+from accounts.errors import DomainError, InvalidInput, RefusalWithRecord
 from elements import selectors, services
 from elements.gatekeeper import Level, decide
 from elements.types import (
@@ -283,7 +283,10 @@ def run_one(endpoint: Endpoint, payload: object, caller: Caller) -> dict[str, An
             refused = _gate(route, call)
             if refused is not None:
                 return refused
-            data = route.handler(call)
+            try:
+                data = route.handler(call)
+            except RefusalWithRecord as exc:
+                return failure(exc.message)  # leaving the block normally commits what it recorded
     except DomainError as exc:
         return failure(exc.message)
     if call.warnings and isinstance(data, dict):

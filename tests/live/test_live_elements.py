@@ -5,10 +5,12 @@ import json
 
 import httpx
 import pytest
+from django.db import connections
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from elements.models import Element
+from elements.models import Element, VerificationChallenge
+from integrations.crypto import unseal
 from tests.conftest import make_member
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
@@ -41,6 +43,14 @@ class Session:
         return envelope["data"]
 
 
+def code_on_the_page(challenge_id: str) -> str:
+    """The code its owner reads on their approvals page (no MCP answer carries it)."""
+    try:
+        return unseal(VerificationChallenge.objects.get(pk=challenge_id).sealed_code)
+    finally:
+        connections.close_all()  # this thread's own connection
+
+
 async def walk_every_operation(mcp_url: str, token: str) -> list[str]:
     http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
     async with http, streamable_http_client(mcp_url, http_client=http) as (read, write, _), \
@@ -60,6 +70,9 @@ async def walk_every_operation(mcp_url: str, token: str) -> list[str]:
                    elements=[{"element_name": "reviewer", "element_type": "persona"},
                              {"element_name": "debugging", "element_type": "skill"}])
         await s.ok(CREATE, "addEntry", element_name="notes", content="The reviewer likes small PRs")
+        blocked = await s.ok(CREATE, "beetlejuice_beetlejuice_beetlejuice", agent_name="reviewer-bot")
+        code = await asyncio.to_thread(code_on_the_page, blocked["challenge_id"])
+        assert (await s.ok(CREATE, "verify_challenge", challenge_id=blocked["challenge_id"], code=code))["verified"]
         await s.ok(CREATE, "import_persona",
                    source='{"element_name": "helper", "description": "Helps", "instructions": "You help."}')
         package = await s.ok(READ, "export_element", "skill", element_name="debugging")

@@ -1,0 +1,180 @@
+"""The approvals pages in a real headless Chromium against a live server, with the official SDK
+client on the MCP side: a danger-zone code is read off its owner's page and given back through
+verify_challenge (and no MCP answer ever carries it), another user gets 404, a block survives a
+server restart, and a pending CLI request is approved with the scope chosen on the page."""
+
+import asyncio
+import json
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from accounts.caller import Caller
+from accounts.models import McpSession
+from elements import approvals
+from elements.models import AgentBlock, CliApproval, VerificationChallenge, VerificationFailure
+from integrations.crypto import unseal
+from tests.conftest import make_member
+from tests.live.conftest import serve
+from tests.live.test_csp_browser import WATCH_VIOLATIONS
+from tests.live.test_vault_page_browser import sign_in
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+
+CHROMIUM = shutil.which("chromium")
+CREATE = "mcp_aql_create"
+
+
+def browser_tools():
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    return pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e .[dev])")
+
+
+async def aql(mcp_url: str, token: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], str]:
+    """Each (operation, params) on mcp_aql_create in one SDK session: the answers' texts, and the session's id."""
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    async with http, streamable_http_client(mcp_url, http_client=http) as (read, write, session_id), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        texts = []
+        for operation, params in calls:
+            result = await session.call_tool(CREATE, {"operation": operation, "params": params})
+            assert result.isError is (not json.loads(result.content[0].text)["success"]), result
+            texts.append(result.content[0].text)
+        return texts, session_id()
+
+
+def outside_the_browsers_loop(work: Any) -> Any:
+    """Run a coroutine to its end in a thread of its own: Playwright's sync API keeps an event loop
+    running in the test's thread, where neither asyncio.run nor the ORM may be used."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, work).result()
+
+
+def test_a_code_read_on_the_page_unblocks_the_agent_through_verify_challenge(live_atrium, real_password_hashing,
+                                                                              tmp_path):
+    sync_api = browser_tools()
+    expect = sync_api.expect
+    alice, charlie = make_member("alice"), make_member("charlie")
+    (triggered,), _ = asyncio.run(aql(live_atrium.mcp_url, alice.token,
+                                      [("beetlejuice_beetlejuice_beetlejuice", {"agent_name": "night-shift"})]))
+    answers = [triggered]
+    data = json.loads(triggered)["data"]
+    assert data["triggered"] is True and data["agent_name"] == "night-shift"
+    url = data["message"].split("approvals page: ")[1].split(". Pass it")[0]
+    assert url == f"{live_atrium.url}/approvals/challenges/{data['challenge_id']}"
+    sealed = VerificationChallenge.objects.get(pk=data["challenge_id"]).sealed_code
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            other = browser.new_context().new_page()
+            sign_in(other, live_atrium.url, "charlie")
+            assert other.goto(url).status == 404
+            expect(other.get_by_role("heading", level=1)).to_have_text("Verification challenge not found")
+
+            page = browser.new_context().new_page()
+            page.add_init_script(WATCH_VIOLATIONS)
+            page.goto(url)  # signed out: sent to sign in, then back
+            page.fill("input[name=login]", "alice")
+            page.fill("input[name=password]", "pw-alice")
+            page.get_by_role("button", name="Sign In").click()
+            page.wait_for_url(url)
+            expect(page.get_by_role("heading", level=1)).to_contain_text("Verification code")
+            code = page.locator("#challenge-code").inner_text().strip()
+            assert len(code) == 6 and code == unseal(sealed)
+            expect(page.locator("#verify-call")).to_contain_text(data["challenge_id"])
+            expect(page.get_by_role("button", name="Copy").first).to_be_visible()  # the page's script ran
+            assert page.evaluate("window.cspViolations") == []
+            page.screenshot(path=str(tmp_path / "challenge-open.png"), full_page=True)
+            page.get_by_role("link", name="All your approvals").click()
+            listed = page.locator("li.item", has_text="night-shift")
+            expect(listed).to_contain_text("code waiting")
+            page.screenshot(path=str(tmp_path / "approvals-blocked.png"), full_page=True)
+            listed.get_by_role("link", name="Show the code").click()
+            page.wait_for_url(url)
+
+            wrong = ("A" if code[0] != "A" else "B") + code[1:]
+            replies, _ = outside_the_browsers_loop(aql(live_atrium.mcp_url, alice.token, [
+                ("verify_challenge", {"challenge_id": data["challenge_id"], "code": wrong}),
+                ("verify_challenge", {"challenge_id": data["challenge_id"], "code": code.lower()}),
+            ]))
+            answers += replies
+            refused, verified = (json.loads(reply) for reply in replies)
+            assert refused["success"] is False and refused["error"].startswith("Incorrect verification code")
+            assert verified["data"]["verified"] is True and verified["data"]["unblockedAgent"] == "night-shift"
+            assert all(code not in answer for answer in answers)
+
+            page.reload()
+            expect(page.get_by_role("heading", level=1)).to_contain_text("Verified")
+            expect(page.get_by_text("is unblocked and may continue")).to_be_visible()
+            assert page.locator("#challenge-code").count() == 0 and code not in page.content()
+            page.screenshot(path=str(tmp_path / "challenge-verified.png"), full_page=True)
+            assert page.evaluate("window.cspViolations") == []
+            assert other.goto(url).status == 404
+        finally:
+            browser.close()
+
+    block = AgentBlock.objects.get(owner=alice.user, agent_name="night-shift")
+    assert block.released_by == "code"
+    challenge = VerificationChallenge.objects.get(pk=data["challenge_id"])
+    assert (challenge.failures, challenge.outcome) == (1, "verified")  # the wrong code was kept, though refused
+    assert VerificationFailure.objects.filter(owner=alice.user).count() == 1
+    assert not AgentBlock.objects.filter(owner=charlie.user).exists()
+
+
+def test_a_blocked_agent_is_still_blocked_after_the_server_restarts(transactional_db, tmp_path):
+    alice = make_member("alice")
+    with serve(tmp_path, CELERY_BROKER_URL="") as first:
+        (triggered,), _ = asyncio.run(aql(first.mcp_url, alice.token, [("beetlejuice_beetlejuice_beetlejuice", {})]))
+    challenge_id = json.loads(triggered)["data"]["challenge_id"]
+    assert AgentBlock.objects.get(owner=alice.user).released_at is None
+
+    with serve(tmp_path, CELERY_BROKER_URL="") as second:
+        code = unseal(VerificationChallenge.objects.get(pk=challenge_id).sealed_code)
+        (verified,), _ = asyncio.run(aql(second.mcp_url, alice.token, [
+            ("verify_challenge", {"challenge_id": challenge_id, "code": code})]))
+
+    assert json.loads(verified)["data"]["unblockedAgent"] == "beetlejuice-test-agent"
+    assert AgentBlock.objects.get(owner=alice.user).released_by == "code"
+
+
+def test_a_pending_cli_request_is_approved_for_the_session_on_the_page(live_atrium, real_password_hashing, tmp_path):
+    sync_api = browser_tools()
+    expect = sync_api.expect
+    alice = make_member("alice")
+    _, session_id = asyncio.run(aql(live_atrium.mcp_url, alice.token, []))
+    session = McpSession.objects.get(pk=session_id, user=alice.user)
+    request = approvals.cli_approval_request(
+        caller=Caller.trusted(alice.user, via="mcp", session=session), tool_name="Bash",
+        tool_input={"command": "npm publish --tag next"},
+        classification={"riskLevel": "high", "reason": "Publishing needs approval", "stage": "approval_policy"},
+        reason="Publishing needs approval")
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_context().new_page()
+            sign_in(page, live_atrium.url, "alice")
+            page.get_by_role("link", name="Approvals").click()
+            page.wait_for_url(f"{live_atrium.url}/approvals/")
+            item = page.locator(f"li[id='{request.pk}']")
+            expect(item).to_contain_text("npm publish --tag next")
+            expect(item).to_contain_text("high risk")
+            page.screenshot(path=str(tmp_path / "approvals-pending.png"), full_page=True)
+            item.get_by_role("button", name="Approve for this session").click()
+            page.wait_for_url(f"{live_atrium.url}/approvals/")
+            expect(page.get_by_text("Approved Bash for the rest of this session.")).to_be_visible()
+            expect(page.get_by_role("heading", name="Nothing is waiting for you")).to_be_visible()
+            page.screenshot(path=str(tmp_path / "approvals-decided.png"), full_page=True)
+        finally:
+            browser.close()
+
+    row = CliApproval.objects.get(pk=request.pk)
+    assert (row.status, row.scope, row.decided_via, row.session_id) == ("approved", "tool_session", "web", session_id)

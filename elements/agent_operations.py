@@ -13,7 +13,6 @@ from typing import Any
 
 from accounts.errors import InvalidInput
 from elements import agents, autonomy, dangerzone, selectors
-from elements.agent_goals import MAX_PARAMETERS
 from elements.gatekeeper import Level
 from elements.mcpaql import Call, Endpoint, Param, operation
 from elements.models import AgentExecution, Element
@@ -22,10 +21,8 @@ from elements.types import ElementType
 AGENT = Param("element_name", "string", True, "Agent name")
 GOAL_ID = Param("goalId", "string", True, "Execution (goal) id, as execute_agent answered it")
 MAX_ACTIVE_TEXT = 50_000  # of each element's text in activeElements
-MAX_HINT = 500
 MAX_FINDINGS = 50_000
 MAX_PREVIOUS_RESULT = 10_000
-MAX_HANDOFF_ARGUMENT = 1_000_000
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -53,10 +50,7 @@ def _bounded(call: Call, key: str, limit: int, *, required: bool = False) -> str
 
 
 def _parameters(call: Call, *, required: bool) -> dict[str, Any]:
-    values = call.obj("parameters", required=required) or {}
-    if len(values) > MAX_PARAMETERS:
-        raise InvalidInput(f"At most {MAX_PARAMETERS} goal parameters (got {len(values)}).", code="invalid_parameter")
-    return values
+    return call.obj("parameters", required=required) or {}
 
 
 def _goal_id(call: Call, *, required: str | None = None) -> str | None:
@@ -130,7 +124,7 @@ def _started(started: agents.Started, message: str) -> dict[str, Any]:
             "autoApprove": list(agent_autonomy.auto_approve), "deniedTools": settings["tools"]["denied"],
             "verificationTimeoutMinutes": agent_autonomy.verification_timeout_minutes or dangerzone.CHALLENGE_MINUTES,
             "maxExecutionsInProgress": agents.MAX_IN_PROGRESS, "resilience": settings["resilience"]},
-        "riskAssessment": {"level": autonomy.risk_level(tier.risk_score if tier.tier != "danger_zone" else 100),
+        "riskAssessment": {"level": "critical" if tier.tier == "danger_zone" else autonomy.risk_level(tier.risk_score),
                            "score": tier.risk_score, "tier": tier.tier, "factors": [tier.reason],
                            "riskTolerance": agent_autonomy.risk_tolerance},
         "priorityScore": started.goal.priority,
@@ -201,7 +195,8 @@ def record_execution_step(call: Call) -> dict[str, Any]:
         caller=call.caller, agent_name=name, description=_bounded(call, "stepDescription", agents.MAX_DESCRIPTION,
                                                                   required=True),
         outcome=_outcome(call), findings=_bounded(call, "findings", MAX_FINDINGS), confidence=confidence,
-        next_action_hint=_bounded(call, "nextActionHint", MAX_HINT), risk_score=None if risk is None else round(risk))
+        next_action_hint=_bounded(call, "nextActionHint", autonomy.MAX_HINT),
+        risk_score=None if risk is None else round(risk))
     execution, step = recorded.execution, recorded.step
     goals = agents.executions_of(caller=call.caller, agent_name=name, status=AgentExecution.Status.IN_PROGRESS).count()
     verdict = "continue" if recorded.directive["continue"] else "pause"
@@ -401,16 +396,13 @@ def resume_from_handoff(call: Call) -> dict[str, Any]:
     if block is None:
         raise InvalidInput("Missing required parameter 'handoffBlock' for resume_from_handoff: the whole block "
                            "prepare_handoff answered.", code="missing_parameter")
-    if isinstance(block, str) and len(block) > MAX_HANDOFF_ARGUMENT:
-        raise InvalidInput(f"Invalid handoff block: it is longer than {MAX_HANDOFF_ARGUMENT:,} characters.",
-                           code="invalid_handoff")
     started, state = agents.handoff_resume(caller=call.caller, agent=agent, block=block,
                                            parameters=_parameters(call, required=False))
     execution = started.execution
-    return {"_type": "ResumeResult", **_started(started, f"Resumed from handoff of {state['goalId']} as execution "
-                                                         f"{execution.pk}."),
-            "resumedFromHandoff": True, "originalGoalId": state["goalId"],
-            "restoredFrom": execution.settings["restoredFrom"],
+    restored = execution.settings["restoredFrom"]
+    return {"_type": "ResumeResult", **_started(started, f"Resumed from handoff of {restored['goalId']} as "
+                                                         f"execution {execution.pk}."),
+            "resumedFromHandoff": True, "originalGoalId": restored["goalId"], "restoredFrom": restored,
             "gatheredDataSummary": execution.settings.get("handoffSummary") or {},
             "decisionHistory": state.get("decisionHistory") if isinstance(state.get("decisionHistory"), list) else [],
             "continuationInstructions": str(state.get("continuationInstructions") or "")[:2000]}

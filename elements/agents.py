@@ -100,21 +100,23 @@ def execution_current(*, caller: Caller, agent_name: str) -> AgentExecution:
     raise aborted_refusal(last) if last.status == Status.ABORTED else _finished_refusal(last)
 
 
-def _in_progress(execution: AgentExecution) -> AgentExecution:
-    """The execution locked until the transaction ends, and still in progress. Every write to an
-    execution starts here: without the lock two concurrent steps would both take the same number."""
+def refuse_if_blocked(*, caller: Caller, agent_name: str) -> None:
+    block = dangerzone.agent_block_open(user=caller.user, agent_name=agent_name)
+    if block is not None:
+        raise Forbidden(dangerzone.blocked_message(block), code="agent_blocked")
+
+
+def _in_progress(caller: Caller, execution: AgentExecution) -> AgentExecution:
+    """The execution locked until the transaction ends, and still in progress and unblocked. Every
+    write to an execution starts here: without the lock two concurrent steps would both take the
+    same number, and a step waiting on it would miss the block a dangerous step just set."""
     locked = AgentExecution.objects.select_for_update().get(pk=execution.pk)
     if locked.status == Status.ABORTED:
         raise aborted_refusal(locked)
     if locked.status != Status.IN_PROGRESS:
         raise _finished_refusal(locked)
+    refuse_if_blocked(caller=caller, agent_name=locked.agent_name)
     return locked
-
-
-def refuse_if_blocked(*, caller: Caller, agent_name: str) -> None:
-    block = dangerzone.agent_block_open(user=caller.user, agent_name=agent_name)
-    if block is not None:
-        raise Forbidden(dangerzone.blocked_message(block), code="agent_blocked")
 
 
 def verification_pending(execution: AgentExecution) -> VerificationChallenge | None:
@@ -255,10 +257,10 @@ class Started:
     execution: AgentExecution
     plan: list[Element]
     goal: Goal
+    tier: autonomy.SafetyTier  # of the goal
     activation_warnings: list[str] = field(default_factory=list)
     template_warnings: list[str] = field(default_factory=list)
     security_warnings: list[str] = field(default_factory=list)
-    tier: autonomy.SafetyTier | None = None
     challenge: VerificationChallenge | None = None
     upgraded: bool = False
 
@@ -362,7 +364,7 @@ def execution_step_record(
     refuse_if_blocked(caller=caller, agent_name=agent_name)
     if outcome not in OUTCOMES:
         raise InvalidInput(f"outcome must be one of {', '.join(OUTCOMES)}.", code="invalid_parameter")
-    execution = _in_progress(execution_current(caller=caller, agent_name=agent_name))
+    execution = _in_progress(caller, execution_current(caller=caller, agent_name=agent_name))
     _refuse_if_awaiting(execution)
     if _state_chars(execution) + len(description) + len(findings) > MAX_STATE_CHARS:
         raise InvalidInput(f"Execution {execution.pk} would hold more than {MAX_STATE_CHARS:,} characters of steps "
@@ -433,7 +435,7 @@ def execution_continue(
     A step window used up starts again (a person chose to go on); an execution continued from
     another session of the caller's moves there, with what it activates."""
     refuse_if_blocked(caller=caller, agent_name=agent_name)
-    execution = _in_progress(execution_current(caller=caller, agent_name=agent_name))
+    execution = _in_progress(caller, execution_current(caller=caller, agent_name=agent_name))
     _refuse_if_awaiting(execution)
     template_warnings: list[str] = []
     security_warnings: list[str] = []
@@ -481,7 +483,7 @@ def execution_complete(
         raise InvalidInput(f"outcome must be one of {', '.join(OUTCOMES)}.", code="invalid_parameter")
     found = (execution_get(caller=caller, goal_id=goal_id, agent_name=agent_name) if goal_id
              else execution_current(caller=caller, agent_name=agent_name))
-    execution = _in_progress(found)
+    execution = _in_progress(caller, found)
     now = timezone.now()
     execution.status = Status.FAILED if outcome == ExecutionStep.Outcome.FAILURE else Status.COMPLETED
     execution.outcome, execution.summary = outcome, summary[:MAX_SUMMARY]

@@ -2,11 +2,15 @@
 continue, complete and abort, the agent's tools as its policy, and the danger zone's hold on it."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.caller import Caller
-from accounts.models import AuditEvent
-from elements import dangerzone
+from accounts.models import AuditEvent, McpSession
+from elements import dangerzone, selectors
+from elements.gatekeeper import Level
+from elements.mcpaql import ROUTES
 from elements.models import Activation, AgentBlock, AgentExecution, Element, ExecutionStep, VerificationChallenge
 from elements.types import ElementType
 from integrations.crypto import unseal
@@ -604,3 +608,60 @@ def test_charlie_sees_and_touches_none_of_alices_executions(alice, charlie, port
     assert "No execution" in gathered and "No execution" in handoff
     assert abort == "No active execution found for agent 'triager'. Nothing to abort."
     assert AgentExecution.objects.get(pk=goal_id).status == "in_progress"
+
+
+# --- routes and records ---------------------------------------------------------------------
+
+def test_the_lifecycle_operations_are_gated_as_the_original_overrides_them():
+    levels = {name: (ROUTES[name].endpoint.name, ROUTES[name].default_level, ROUTES[name].can_be_elevated)
+              for name in ("execute_agent", "record_execution_step", "get_execution_state", "get_gathered_data",
+                           "continue_execution", "complete_execution", "abort_execution", "prepare_handoff",
+                           "resume_from_handoff")}
+
+    assert levels == {
+        "execute_agent": ("EXECUTE", Level.CONFIRM_SINGLE_USE, False),
+        "record_execution_step": ("CREATE", Level.CONFIRM_SESSION, True),
+        "get_execution_state": ("READ", Level.AUTO_APPROVE, True),
+        "get_gathered_data": ("READ", Level.AUTO_APPROVE, True),
+        "continue_execution": ("EXECUTE", Level.CONFIRM_SESSION, True),
+        "complete_execution": ("EXECUTE", Level.CONFIRM_SESSION, True),
+        "abort_execution": ("EXECUTE", Level.CONFIRM_SINGLE_USE, False),
+        "prepare_handoff": ("EXECUTE", Level.CONFIRM_SESSION, True),
+        "resume_from_handoff": ("EXECUTE", Level.CONFIRM_SINGLE_USE, False),
+    }
+
+
+def test_the_session_policies_of_active_agents_are_read_in_one_statement(alice, portfolio):
+    make_element(alice, ElementType.PERSONA, "reviewer", instructions="You ARE a reviewer.",
+                 gatekeeper={"confirm": ["create_element"]})
+    make_agent(alice, activates={"personas": ["reviewer"]}, tools={"allowed": ["get_*"], "denied": ["clear"]})
+    make_agent(alice, "plain", tools="not an object")
+    aql = portfolio(alice)
+    execute(aql)
+    execute(aql, "plain")
+    caller = Caller.trusted(alice.user, via="mcp", session=McpSession.objects.get(pk=aql.client.session_id))
+
+    with CaptureQueriesContext(connection) as queries:
+        policies = selectors.session_policies(caller=caller)
+
+    assert len(queries) == 1
+    assert {(p.element_name, p.allow, p.confirm, p.deny) for p in policies} == {
+        ("reviewer", (), ("create_element",), ()), ("triager", ("get_*",), (), ("clear",))}
+
+
+def test_every_write_of_the_lifecycle_is_audited(alice, portfolio):
+    make_agent(alice)
+    aql = portfolio(alice)
+    goal_id = execute(aql)["goalId"]
+    step(aql)
+    aql.ok(EXECUTE, "continue_execution", element_name="triager")
+    block = aql.ok(EXECUTE, "prepare_handoff", element_name="triager", goalId=goal_id)["handoffBlock"]
+    aql.ok(EXECUTE, "resume_from_handoff", element_name="triager", handoffBlock=block)
+    aql.ok(EXECUTE, "complete_execution", element_name="triager", outcome="success", summary="x", goalId=goal_id)
+    aql.ok(EXECUTE, "abort_execution", element_name="triager")
+
+    actions = list(AuditEvent.objects.filter(actor=alice.user, action__startswith="agent.").order_by("at", "id")
+                   .values_list("action", flat=True))
+
+    assert actions == ["agent.execute", "agent.step", "agent.continue", "agent.handoff_prepare", "agent.execute",
+                       "agent.handoff_resume", "agent.complete", "agent.abort"]

@@ -142,12 +142,16 @@ def v1_goal(instructions: str) -> dict[str, Any]:
     return {"template": template, "parameters": [dict(V1_PARAMETER)], "successCriteria": criteria}
 
 
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
 def _check_value(name: str, value: object, expected: str | None) -> object:
     kind = _kind(value)
     if expected is not None and kind != expected:
-        raise InvalidInput(f"Goal parameter '{name}' must be a {expected} (got a {kind}).", code="invalid_parameter")
+        raise InvalidInput(f"Goal parameter '{name}' must be a {expected} (got {_a(kind)}).", code="invalid_parameter")
     if kind not in PARAMETER_TYPES:
-        raise InvalidInput(f"Goal parameter '{name}' must be a string, number or boolean (got a {kind}).",
+        raise InvalidInput(f"Goal parameter '{name}' must be a string, number or boolean (got {_a(kind)}).",
                            code="invalid_parameter")
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidInput(f"Goal parameter '{name}' must be a finite number.", code="invalid_parameter")

@@ -92,19 +92,26 @@ def encode(state: dict[str, Any], next_steps: list[str]) -> str:
     return "\n".join([*header(state, next_steps), START, *wrapped, END])
 
 
-_STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# What nesting depends on: escapes (so an escaped quote is not a string's end), quotes, brackets.
+# Each match is one or two characters long, so the scan is linear in the text.
+_STRUCTURE = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
 
 
 def _too_deep(text: str) -> bool:
     """Whether arrays and objects nest past MAX_STATE_DEPTH, counted before anything is parsed."""
     depth = 0
+    in_string = False
     for token in _STRUCTURE.finditer(text):
-        bracket = token.group()
-        if bracket in "[{":
+        char = token.group()
+        if char == '"':
+            in_string = not in_string
+        elif in_string or len(char) == 2:
+            continue
+        elif char in "[{":
             depth += 1
             if depth > MAX_STATE_DEPTH:
                 return True
-        elif bracket in "]}":
+        else:
             depth -= 1
     return False
 

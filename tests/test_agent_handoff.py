@@ -4,6 +4,7 @@ block is refused (markers, payload, size, gzip bombs, nesting, integrity, agent)
 import base64
 import gzip
 import json
+import time
 
 import pytest
 
@@ -144,6 +145,16 @@ def test_json_nested_past_twenty_levels_is_refused_before_it_is_parsed():
 
     assert refused(raw_block(gzip.compress(deep.encode(), mtime=0))) == (
         "Invalid handoff block: payload could not be restored (it nests past 20 levels).")
+
+
+def test_hostile_text_is_scanned_in_linear_time():
+    escaped_quotes = ('"' + '\\"' * 450_000).encode()
+    started = time.perf_counter()
+
+    error = refused(raw_block(gzip.compress(escaped_quotes, 9, mtime=0)))
+
+    assert error == "Invalid handoff block: payload could not be restored (it is not JSON)."
+    assert time.perf_counter() - started < 2
 
 
 def test_a_state_with_text_the_database_cannot_hold_is_refused():

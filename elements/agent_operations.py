@@ -15,7 +15,7 @@ from accounts.errors import InvalidInput
 from elements import agents, autonomy, dangerzone, selectors
 from elements.gatekeeper import Level
 from elements.mcpaql import Call, Endpoint, Param, operation
-from elements.models import AgentExecution, Element
+from elements.models import Element
 from elements.types import ElementType
 
 AGENT = Param("element_name", "string", True, "Agent name")
@@ -95,16 +95,6 @@ def _active_elements(plan: list[Element], agent: Element) -> dict[str, list[dict
         active.setdefault(ElementType(element.element_type).plural, []).append(
             {"name": element.name, "content": agents.element_text(element, MAX_ACTIVE_TEXT)})
     return active
-
-
-def _execution_summary(execution: AgentExecution) -> dict[str, Any]:
-    return {"goalId": execution.pk, "goal": execution.goal, "status": execution.status,
-            "stepCount": execution.step_count, "startedAt": execution.started_at.isoformat()}
-
-
-def _last_step(execution: AgentExecution) -> dict[str, Any] | None:
-    step = execution.steps.order_by("-number").first()
-    return agents.decision(step) if step is not None else None
 
 
 def _started(started: agents.Started, message: str) -> dict[str, Any]:
@@ -198,7 +188,7 @@ def record_execution_step(call: Call) -> dict[str, Any]:
         next_action_hint=_bounded(call, "nextActionHint", autonomy.MAX_HINT),
         risk_score=None if risk is None else round(risk))
     execution, step = recorded.execution, recorded.step
-    goals = agents.executions_of(caller=call.caller, agent_name=name, status=AgentExecution.Status.IN_PROGRESS).count()
+    goals = agents.executions_list(caller=call.caller, agent_name=name, status=agents.Status.IN_PROGRESS).count()
     verdict = "continue" if recorded.directive["continue"] else "pause"
     return {"_type": "StepResult", "success": True,
             "message": f"Step {step.number} of execution {execution.pk} recorded; autonomy: {verdict}.",
@@ -210,19 +200,6 @@ def record_execution_step(call: Call) -> dict[str, Any]:
 
 # --- READ: state and gathered data -------------------------------------------------------------
 
-def _block_info(call: Call, name: str) -> dict[str, Any]:
-    block = dangerzone.agent_block_open(user=call.caller.user, agent_name=name)
-    if block is None:
-        return {"dangerZoneBlocked": False}
-    info: dict[str, Any] = {"dangerZoneBlocked": True, "blockReason": block.reason,
-                            "blockedAt": block.blocked_at.isoformat()}
-    challenge = block.challenges.filter(used_at=None).order_by("-created_at").first()
-    if challenge is not None:
-        info.update(challengeId=str(challenge.pk), url=dangerzone.challenge_url(challenge),
-                    expiresAt=challenge.expires_at.isoformat())
-    return info
-
-
 @operation("get_execution_state", Endpoint.READ, "The state of the agent's current execution (or its latest, or "
            "idle), its executions in progress, and whether the danger zone blocks it. Works while it is blocked.",
            params=(AGENT, Param("includeDecisionHistory", "boolean", False, "Include the last 100 steps", False),
@@ -232,45 +209,10 @@ def _block_info(call: Call, name: str) -> dict[str, Any]:
 def get_execution_state(call: Call) -> dict[str, Any]:
     name = _agent_name(call)
     history, context = call.flag("includeDecisionHistory"), call.flag("includeContext")
-    executions = agents.executions_of(caller=call.caller, agent_name=name)
-    running = list(executions.filter(status=AgentExecution.Status.IN_PROGRESS)[:agents.MAX_IN_PROGRESS])
-    execution = running[0] if running else executions.first()
-    if execution is None:
-        _agent(call)  # an agent with no executions yet: it must exist
-        return {"_type": "ExecutionState", "agentName": name, "goalId": None, "status": "idle", "goalCount": 0,
-                "activeGoals": [], **_block_info(call, name)}
-    data: dict[str, Any] = {
-        "_type": "ExecutionState", "agentName": name, "goalId": execution.pk, "goal": execution.goal,
-        "status": execution.status, "outcome": execution.outcome or None, "summary": execution.summary or None,
-        "stateVersion": execution.state_version, "stepCount": execution.step_count,
-        "maxAutonomousSteps": agents.execution_max_steps(execution),
-        "stepsRemaining": agents.steps_remaining(execution),
-        "continuations": execution.continuations, "retries": execution.retries,
-        "consecutiveFailures": execution.consecutive_failures,
-        "circuitOpenUntil": execution.circuit_open_until.isoformat() if execution.circuit_open_until else None,
-        "resumedFrom": execution.resumed_from or None, "startedAt": execution.started_at.isoformat(),
-        "updatedAt": execution.updated_at.isoformat(),
-        "finishedAt": execution.finished_at.isoformat() if execution.finished_at else None,
-        "goalCount": len(running), "activeGoals": [_execution_summary(e) for e in running],
-        "lastStep": _last_step(execution), "gatheredDataSummary": agents.gathered_summary(execution),
-        **_block_info(call, name),
-    }
-    pending = agents.verification_pending(execution) if execution.status == AgentExecution.Status.IN_PROGRESS else None
-    if pending is not None:
-        data["awaitingVerification"] = agents.verification_answer(
-            pending, "This execution is paused until its owner passes this challenge to verify_challenge.")
-    if history:
-        data["decisionHistory"] = agents.decision_history(execution)
-    if context:
-        settings = execution.settings
-        data["context"] = {
-            "parameters": execution.parameters, "successCriteria": execution.success_criteria,
-            "systemPrompt": settings.get("systemPrompt", ""), "tools": settings.get("tools", {}),
-            "autonomy": settings.get("autonomy", {}), "resilience": settings.get("resilience", {}),
-            "activeElements": agents.brought_in(execution),
-            **({"restoredFrom": settings["restoredFrom"]} if settings.get("restoredFrom") else {}),
-        }
-    return data
+    if not agents.executions_list(caller=call.caller, agent_name=name).exists():
+        _agent(call)  # an agent with no executions yet must exist
+    return {"_type": "ExecutionState", **agents.execution_state(caller=call.caller, agent_name=name,
+                                                                include_history=history, include_context=context)}
 
 
 @operation("get_gathered_data", Endpoint.READ, "The findings an execution's steps gathered, with a summary of its "
@@ -278,19 +220,8 @@ def get_execution_state(call: Call) -> dict[str, Any]:
 def get_gathered_data(call: Call) -> dict[str, Any]:
     name = _agent_name(call)
     goal_id = _goal_id(call, required="goalId is required for get_gathered_data")
-    agents.refuse_if_blocked(caller=call.caller, agent_name=name)
-    execution = agents.execution_get(caller=call.caller, goal_id=goal_id, agent_name=name)
-    if execution.status == AgentExecution.Status.ABORTED:
-        raise agents.aborted_refusal(execution)
-    data: dict[str, Any] = {
-        "_type": "GatheredData", "goalId": execution.pk, "agentName": name,
-        "entries": agents.gathered_entries(execution), "summary": agents.gathered_summary(execution),
-        "goal": {"description": execution.goal, "status": execution.status},
-    }
-    if execution.settings.get("restoredFrom"):
-        data["restored"] = {"restoredFrom": execution.settings["restoredFrom"],
-                            "gatheredDataSummary": execution.settings.get("handoffSummary") or {}}
-    return data
+    return {"_type": "GatheredData", **agents.execution_gathered_data(caller=call.caller, agent_name=name,
+                                                                      goal_id=goal_id)}
 
 
 # --- EXECUTE: continue, complete, abort --------------------------------------------------------
@@ -315,7 +246,7 @@ def continue_execution(call: Call) -> dict[str, Any]:
         "stepsRemaining": agents.steps_remaining(execution),
         "continuationCount": execution.continuations, "stepWindowRenewed": continued.renewed,
         "movedToThisSession": continued.moved, "successCriteria": execution.success_criteria,
-        "lastStep": _last_step(execution), "gatheredDataSummary": agents.gathered_summary(execution),
+        "lastStep": agents.last_step(execution), "gatheredDataSummary": agents.gathered_summary(execution),
         "message": f"Execution {execution.pk} continues; record the next step with record_execution_step.",
     }
     if previous:

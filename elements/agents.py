@@ -65,7 +65,7 @@ def _finished_refusal(execution: AgentExecution) -> InvalidInput:
                         f"{execution.status}. Use execute_agent to start a new execution.", code="execution_finished")
 
 
-def executions_of(*, caller: Caller, agent_name: str | None = None, status: str | None = None
+def executions_list(*, caller: Caller, agent_name: str | None = None, status: str | None = None
                   ) -> QuerySet[AgentExecution]:
     """The caller's executions, newest first."""
     executions = AgentExecution.objects.filter(owner=caller.user)
@@ -78,7 +78,7 @@ def executions_of(*, caller: Caller, agent_name: str | None = None, status: str 
 
 def execution_get(*, caller: Caller, goal_id: str, agent_name: str | None = None) -> AgentExecution:
     """One of the caller's executions (of `agent_name`, if given); anyone else's is not found."""
-    execution = executions_of(caller=caller, agent_name=agent_name).filter(pk=goal_id).first()
+    execution = executions_list(caller=caller, agent_name=agent_name).filter(pk=goal_id).first()
     if execution is None:
         of = f" of agent '{agent_name}'" if agent_name is not None else ""
         raise NotFound(f"No execution '{goal_id[:60]}'{of} found. get_execution_state lists the agent's "
@@ -89,7 +89,7 @@ def execution_get(*, caller: Caller, goal_id: str, agent_name: str | None = None
 def execution_current(*, caller: Caller, agent_name: str) -> AgentExecution:
     """The agent's most recent execution in progress, from whichever session of the caller's it
     was started in; or the refusal that says why there is none."""
-    executions = executions_of(caller=caller, agent_name=agent_name)
+    executions = executions_list(caller=caller, agent_name=agent_name)
     current = executions.filter(status=Status.IN_PROGRESS).first()
     if current is not None:
         return current
@@ -307,7 +307,7 @@ def agent_execute(
     values, security_warnings = parameters_check(goal, parameters, agent.name)
     rendered, template_warnings = goal_render(goal.template, values)
     plan, activation_warnings = activation_plan(caller=caller, agent=agent)
-    running = executions_of(caller=caller, agent_name=agent.name, status=Status.IN_PROGRESS).count()
+    running = executions_list(caller=caller, agent_name=agent.name, status=Status.IN_PROGRESS).count()
     if running >= MAX_IN_PROGRESS:
         raise InvalidInput(f"Agent '{agent.name}' has {running} executions in progress, the most it may have: "
                            "complete or abort them first.", code="too_many_executions")
@@ -509,7 +509,7 @@ def execution_abort(*, caller: Caller, agent_name: str, reason: str) -> Aborted:
     """Abort every execution of the agent in progress: each is finished as a failure "Execution
     aborted: <reason>", what they brought in is deactivated, and a danger-zone block on the agent
     is lifted (the work it stopped is over). Later operations on those executions are refused."""
-    running = list(executions_of(caller=caller, agent_name=agent_name, status=Status.IN_PROGRESS)
+    running = list(executions_list(caller=caller, agent_name=agent_name, status=Status.IN_PROGRESS)
                    .select_for_update())
     blocked = dangerzone.agent_block_open(user=caller.user, agent_name=agent_name) is not None
     if not running and not blocked:
@@ -653,3 +653,89 @@ def handoff_resume(
     audit_record(caller=caller, action="agent.handoff_resume", target=f"agent '{agent.name}'",
                  detail={"goalId": started.execution.pk, "originalGoalId": restored_from["goalId"]})
     return started, state
+
+
+# --- state -----------------------------------------------------------------------------------
+
+def last_step(execution: AgentExecution) -> dict[str, Any] | None:
+    step = execution.steps.order_by("-number").first()
+    return decision(step) if step is not None else None
+
+
+def block_state(*, caller: Caller, agent_name: str) -> dict[str, Any]:
+    """Whether the danger zone blocks the agent, and where its owner reads the code that lifts it."""
+    block = dangerzone.agent_block_open(user=caller.user, agent_name=agent_name)
+    if block is None:
+        return {"dangerZoneBlocked": False}
+    state: dict[str, Any] = {"dangerZoneBlocked": True, "blockReason": block.reason,
+                             "blockedAt": block.blocked_at.isoformat()}
+    challenge = block.challenges.filter(used_at=None).order_by("-created_at").first()
+    if challenge is not None:
+        state.update(challengeId=str(challenge.pk), url=dangerzone.challenge_url(challenge),
+                     expiresAt=challenge.expires_at.isoformat())
+    return state
+
+
+def _summary(execution: AgentExecution) -> dict[str, Any]:
+    return {"goalId": execution.pk, "goal": execution.goal, "status": execution.status,
+            "stepCount": execution.step_count, "startedAt": execution.started_at.isoformat()}
+
+
+def execution_state(*, caller: Caller, agent_name: str, include_history: bool = False,
+                    include_context: bool = False) -> dict[str, Any]:
+    """The agent's current execution (its latest if none is in progress; idle if it never ran),
+    its executions in progress, and its danger-zone block. Answered while the agent is blocked."""
+    executions = executions_list(caller=caller, agent_name=agent_name)
+    running = list(executions.filter(status=Status.IN_PROGRESS)[:MAX_IN_PROGRESS])
+    execution = running[0] if running else executions.first()
+    blocked = block_state(caller=caller, agent_name=agent_name)
+    if execution is None:
+        return {"agentName": agent_name, "goalId": None, "status": "idle", "goalCount": 0, "activeGoals": [],
+                **blocked}
+    state: dict[str, Any] = {
+        "agentName": agent_name, "goalId": execution.pk, "goal": execution.goal, "status": execution.status,
+        "outcome": execution.outcome or None, "summary": execution.summary or None,
+        "stateVersion": execution.state_version, "stepCount": execution.step_count,
+        "maxAutonomousSteps": execution_max_steps(execution), "stepsRemaining": steps_remaining(execution),
+        "continuations": execution.continuations, "retries": execution.retries,
+        "consecutiveFailures": execution.consecutive_failures,
+        "circuitOpenUntil": execution.circuit_open_until.isoformat() if execution.circuit_open_until else None,
+        "resumedFrom": execution.resumed_from or None, "startedAt": execution.started_at.isoformat(),
+        "updatedAt": execution.updated_at.isoformat(),
+        "finishedAt": execution.finished_at.isoformat() if execution.finished_at else None,
+        "goalCount": len(running), "activeGoals": [_summary(e) for e in running], "lastStep": last_step(execution),
+        "gatheredDataSummary": gathered_summary(execution), **blocked,
+    }
+    pending = verification_pending(execution) if execution.status == Status.IN_PROGRESS else None
+    if pending is not None:
+        state["awaitingVerification"] = verification_answer(
+            pending, "This execution is paused until its owner passes this challenge to verify_challenge.")
+    if include_history:
+        state["decisionHistory"] = decision_history(execution)
+    if include_context:
+        settings = execution.settings
+        state["context"] = {
+            "parameters": execution.parameters, "successCriteria": execution.success_criteria,
+            "systemPrompt": settings.get("systemPrompt", ""), "tools": settings.get("tools", {}),
+            "autonomy": settings.get("autonomy", {}), "resilience": settings.get("resilience", {}),
+            "activeElements": brought_in(execution),
+            **({"restoredFrom": settings["restoredFrom"]} if settings.get("restoredFrom") else {}),
+        }
+    return state
+
+
+def execution_gathered_data(*, caller: Caller, agent_name: str, goal_id: str) -> dict[str, Any]:
+    """What an execution's steps found, with the summary of its steps (and, for an execution
+    resumed from a handoff, what the handoff carried)."""
+    refuse_if_blocked(caller=caller, agent_name=agent_name)
+    execution = execution_get(caller=caller, goal_id=goal_id, agent_name=agent_name)
+    if execution.status == Status.ABORTED:
+        raise aborted_refusal(execution)
+    data: dict[str, Any] = {
+        "goalId": execution.pk, "agentName": agent_name, "entries": gathered_entries(execution),
+        "summary": gathered_summary(execution), "goal": {"description": execution.goal, "status": execution.status},
+    }
+    if execution.settings.get("restoredFrom"):
+        data["restored"] = {"restoredFrom": execution.settings["restoredFrom"],
+                            "gatheredDataSummary": execution.settings.get("handoffSummary") or {}}
+    return data

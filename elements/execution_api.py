@@ -119,7 +119,7 @@ class ExecutionListView(ElementsApiView):
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         params: dict[str, Any] = filters.validated_data
-        executions = agents.executions_of(caller=caller_from_request(request, via="api"),
+        executions = agents.executions_list(caller=caller_from_request(request, via="api"),
                                           agent_name=params.get("agent"), status=params.get("status"))
         page, size = params["page"], params["pageSize"]
         items = list(executions[(page - 1) * size:page * size])

@@ -31,6 +31,7 @@ urlpatterns = [
     path("approvals/", include("elements.approval_urls")),
     path("accounts/", include("allauth.urls")),
     path("api/", include("accounts.urls")),
+    path("api/agent-executions/", include("elements.execution_urls")),
     path("api/elements/", include("elements.urls")),
     path("api/workflows/", include("workflows.urls")),
     path("api/projects/", include(project_urlpatterns)),

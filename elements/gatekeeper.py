@@ -164,6 +164,23 @@ def policy_from(element_type: str, element_name: str, gatekeeper: dict | None) -
     )
 
 
+def policy_from_tools(element_name: str, tools: object) -> Policy | None:
+    """An agent's `tools {allowed, denied}` as its policy, for an agent with no gatekeeper section
+    of its own (the original's AgentToolPolicyTranslator): allowed operations are approved, denied
+    ones refused. Names and globs, as in any policy."""
+    if not isinstance(tools, dict):
+        return None
+
+    def patterns(key: str) -> tuple[str, ...]:
+        value = tools.get(key)
+        return tuple(p for p in value if isinstance(p, str) and p) if isinstance(value, list) else ()
+
+    allow, deny = patterns("allowed"), patterns("denied")
+    if not allow and not deny:
+        return None
+    return Policy(element_type="agent", element_name=element_name, allow=allow, deny=deny)
+
+
 POLICY_LISTS = ("allow", "confirm", "deny")
 EXTERNAL_KEYS = {"description", "allowPatterns", "confirmPatterns", "denyPatterns"}
 

@@ -35,11 +35,13 @@ Operations = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "array", "items":
                                          "each gated on its own.")]
 
 _SEMANTICS = {
-    Endpoint.CREATE: "Additive, non-destructive operations: create elements, add memory entries, import.",
+    Endpoint.CREATE: "Additive, non-destructive operations: create elements, add memory entries, import, record "
+                     "agent execution steps.",
     Endpoint.READ: "Safe read operations: list, get, search, activate, introspect, validate, render, export.",
     Endpoint.UPDATE: "Modify existing elements.",
     Endpoint.DELETE: "Remove elements or clear memory entries (a backup revision is kept).",
-    Endpoint.EXECUTE: "Runtime lifecycle: confirm operations the gatekeeper asked about.",
+    Endpoint.EXECUTE: "Runtime lifecycle: run agents (execute, continue, complete, abort, hand off) and confirm "
+                      "operations the gatekeeper asked about.",
 }
 
 

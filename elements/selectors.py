@@ -20,7 +20,7 @@ from accounts.errors import InvalidInput, NotFound
 from accounts.models import AuditEvent
 from accounts.selectors import audit_events
 from accounts.versions import row_version
-from elements.gatekeeper import Held, Policy, policy_from
+from elements.gatekeeper import Held, Policy, policy_from, policy_from_tools
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
 from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, ElementType
 
@@ -322,21 +322,33 @@ def active_elements(*, caller: Caller, element_type: ElementType | None = None) 
 
 
 def session_policies(*, caller: Caller) -> list[Policy]:
-    """The gatekeeper policies of the session's active personas, skills, agents and ensembles."""
+    """The gatekeeper policies of the session's active personas, skills, agents and ensembles. An
+    agent without a gatekeeper section of its own has its `tools` as its policy."""
     if caller.session is None:
         return []
-    # Raw SQL: this runs before every operation, and the ORM's query building costs more than
-    # the query itself.
+    if connection.vendor == "postgresql":
+        tools, is_object = "e.metadata -> 'tools'", "jsonb_typeof(e.metadata -> 'tools') = 'object'"
+    else:
+        tools, is_object = "json_extract(e.metadata, '$.tools')", "json_type(e.metadata, '$.tools') = 'object'"
+    # Raw SQL, one statement: this runs before every operation, and the ORM's query building costs
+    # more than the query itself.
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT e.element_type, e.name, e.gatekeeper FROM elements_activation a "
-            "JOIN elements_element e ON e.id = a.element_id "
-            "WHERE a.session_id = %s AND e.gatekeeper IS NOT NULL AND e.element_type IN (%s, %s, %s, %s)",
-            [caller.session.pk, *POLICY_TYPES],
+            f"SELECT e.element_type, e.name, e.gatekeeper, CASE WHEN e.gatekeeper IS NULL THEN {tools} END "
+            "FROM elements_activation a JOIN elements_element e ON e.id = a.element_id "
+            "WHERE a.session_id = %s AND e.element_type IN (%s, %s, %s, %s) "
+            f"AND (e.gatekeeper IS NOT NULL OR (e.element_type = %s AND {is_object}))",
+            [caller.session.pk, *POLICY_TYPES, ElementType.AGENT],
         )
         rows = cursor.fetchall()
-    policies = (policy_from(t, n, json.loads(g) if isinstance(g, str) else g) for t, n, g in rows)
+    policies = (policy_from(t, n, _json(g)) if g is not None else policy_from_tools(n, _json(tools_value))
+                for t, n, g, tools_value in rows)
     return [p for p in policies if p is not None]
+
+
+def _json(value: object) -> Any:
+    """A JSON column as a raw query returns it: text on SQLite, decoded already on PostgreSQL."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def session_confirmations(*, caller: Caller) -> list[tuple[int, Held]]:

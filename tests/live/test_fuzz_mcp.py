@@ -22,6 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from accounts.caller import Caller
+from accounts.services import mcp_session_open
+from elements.agents import agent_execute
 from elements.services import element_create
 from elements.types import ElementType
 from integrations.models import Action, Execution, Integration
@@ -65,6 +67,7 @@ FLOW = {"name": "Seed", "start": "work",
 # Values the tools know, so generated calls reach past "not found" as well as stopping there.
 KNOWN_STRINGS = ["seed", "notes", "flow", ROOT, f"{ROOT}/src", "global", "repo", "persona", "skill", "memory",
                  "template", "agent", "ensemble", "element:seed", "getting-started", "workflows", "index", "run_1", "/",
+                 "success",  # an agent step's outcome
                  # The shipped catalogue (sync_catalogue): integration ids, action names, what actions take.
                  "atrium_tools", "http_tools", "webhook_tools", "email_tools", "github_tools", "slack_tools",
                  "atrium_tools.search_docs", "atrium_tools.get_element", "atrium_tools.add_memory_entry",
@@ -355,6 +358,14 @@ def seed(member) -> None:
     element_create(caller=caller, element_type=ElementType.PERSONA, name="seed",
                    params={"description": "A seed", "instructions": "You ARE a seed."})
     element_create(caller=caller, element_type=ElementType.MEMORY, name="notes", params={"description": "Notes"})
+    # An agent with an execution in progress (its goalId made when it is), so the lifecycle operations
+    # reach past "not found" too.
+    agent = element_create(caller=caller, element_type=ElementType.AGENT, name="seed", params={
+        "description": "A seed agent", "goal": {"template": "Seed {thing}", "parameters": [
+            {"name": "thing", "type": "string", "required": True}]}})
+    session = mcp_session_open(caller=caller, transport="http")
+    started = agent_execute(caller=caller.with_session(session), agent=agent, parameters={"thing": "it"})
+    KNOWN_STRINGS.append(started.execution.pk)
     # A playbook (its id is made when it is), so generated calls reach it as well as "not found".
     playbook = playbook_create(caller=caller, name="Seed", plan={"steps": [
         {"id": "note", "title": "Note it", "kind": "capability", "capability": "atrium_tools.add_memory_entry",

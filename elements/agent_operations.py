@@ -283,22 +283,17 @@ def complete_execution(call: Call) -> dict[str, Any]:
 
 
 @operation("abort_execution", Endpoint.EXECUTE, "Abort every execution of the agent in progress: each ends as a "
-           "failure, what they activated is deactivated, a danger-zone block on the agent is lifted, and later "
-           "operations on them are refused. execute_agent starts anew.", params=(
+           "failure, what they activated is deactivated, and later operations on them are refused. execute_agent "
+           "starts anew. A blocked agent cannot be aborted: only its owner's code lifts a danger-zone block.", params=(
     AGENT, Param("reason", "string", False, "Why", "Aborted by user")),
     returns="AbortResult: {success, agentName, abortedGoalIds, reason, message}", can_be_elevated=False)
 def abort_execution(call: Call) -> dict[str, Any]:
     name = _agent_name(call)
     reason = _bounded(call, "reason", agents.MAX_REASON).strip() or "Aborted by user"
     aborted = agents.execution_abort(caller=call.caller, agent_name=name, reason=reason)
-    count = len(aborted.goal_ids)
-    message = (f"Aborted {count} execution(s) of agent '{name}'." if count
-               else f"Agent '{name}' had no execution in progress.")
-    if aborted.unblocked:
-        message += " Its danger-zone block was lifted."
     return {"_type": "AbortResult", "success": True, "agentName": name, "abortedGoalIds": aborted.goal_ids,
-            "reason": reason, "unblocked": aborted.unblocked, "deactivated": _deactivated(aborted.deactivated),
-            "message": message}
+            "reason": reason, "deactivated": _deactivated(aborted.deactivated),
+            "message": f"Aborted {len(aborted.goal_ids)} execution(s) of agent '{name}'."}
 
 
 # --- EXECUTE: handoff ---------------------------------------------------------------------------

@@ -500,19 +500,19 @@ def execution_complete(
 @dataclass
 class Aborted:
     goal_ids: list[str]
-    unblocked: bool
     deactivated: list[tuple[str, str]]
 
 
 @transaction.atomic
 def execution_abort(*, caller: Caller, agent_name: str, reason: str) -> Aborted:
     """Abort every execution of the agent in progress: each is finished as a failure "Execution
-    aborted: <reason>", what they brought in is deactivated, and a danger-zone block on the agent
-    is lifted (the work it stopped is over). Later operations on those executions are refused."""
+    aborted: <reason>" and what they brought in is deactivated. Later operations on those
+    executions are refused. A blocked agent cannot be aborted: aborting and executing again would
+    walk around the block, which only its owner's code lifts."""
+    refuse_if_blocked(caller=caller, agent_name=agent_name)
     running = list(executions_list(caller=caller, agent_name=agent_name, status=Status.IN_PROGRESS)
                    .select_for_update())
-    blocked = dangerzone.agent_block_open(user=caller.user, agent_name=agent_name) is not None
-    if not running and not blocked:
+    if not running:
         raise NotFound(f"No active execution found for agent '{agent_name}'. Nothing to abort.",
                        code="no_active_execution")
     now = timezone.now()
@@ -528,10 +528,9 @@ def execution_abort(*, caller: Caller, agent_name: str, reason: str) -> Aborted:
     for execution in running:
         deactivated += _release(execution)
     _close_challenges(running, now)
-    unblocked = dangerzone.agent_unblock(caller=caller, agent_name=agent_name, by="abort") is not None
     audit_record(caller=caller, action="agent.abort", target=f"agent '{agent_name}'",
-                 detail={"goalIds": [e.pk for e in running], "reason": reason, "unblocked": unblocked})
-    return Aborted(goal_ids=[e.pk for e in running], unblocked=unblocked, deactivated=deactivated)
+                 detail={"goalIds": [e.pk for e in running], "reason": reason})
+    return Aborted(goal_ids=[e.pk for e in running], deactivated=deactivated)
 
 
 # --- gathered data ---------------------------------------------------------------------------

@@ -81,8 +81,8 @@ def agent_block_open(*, user: object, agent_name: str) -> AgentBlock | None:
 
 def blocked_message(block: AgentBlock) -> str:
     return (f"Agent '{block.agent_name}' is blocked due to danger zone trigger: {block.reason}. Its owner reads a "
-            "verification code on their Atrium approvals page; pass it to verify_challenge to unblock, or "
-            "abort_execution to stop.")
+            "verification code on their Atrium approvals page; pass it to verify_challenge to unblock. Until "
+            "then only get_execution_state answers for this agent.")
 
 
 @transaction.atomic
@@ -106,7 +106,7 @@ def agent_block(
 
 @transaction.atomic
 def agent_unblock(*, caller: Caller, agent_name: str, by: str) -> AgentBlock | None:
-    """Lift the agent's open block (by "code" or "abort"); its open challenges are spent with it."""
+    """Lift the agent's open block (`by` says how, for the record); its open challenges are spent with it."""
     block = AgentBlock.objects.select_for_update().filter(owner=caller.user, agent_name=agent_name,
                                                           released_at=None).first()
     if block is None:

@@ -265,7 +265,7 @@ class AgentBlock(models.Model):
     reason = models.CharField(max_length=500)
     blocked_at = models.DateTimeField(default=timezone.now)
     released_at = models.DateTimeField(null=True, blank=True)
-    released_by = models.CharField(max_length=16, blank=True)  # "code" or "abort"
+    released_by = models.CharField(max_length=16, blank=True)  # "code": how it was lifted
 
     class Meta:
         ordering = ["-blocked_at", "-id"]

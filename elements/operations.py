@@ -757,5 +757,5 @@ def confirm_operation(call: Call) -> dict[str, Any]:
             "scope": f"Scoped to element type: {type_name}" if type_name else "All element types"}
 
 
-import elements.agent_operations  # noqa: E402,F401
+import elements.agent_operations  # noqa: E402
 import elements.dangerzone_operations  # noqa: E402,F401

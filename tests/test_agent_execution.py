@@ -500,7 +500,7 @@ def test_a_danger_zone_step_blocks_the_agent_and_answers_where_to_read_the_code(
     assert (block.agent_name, block.execution_id, block.released_at) == ("triager", goal_id, None)
 
 
-def test_while_blocked_only_the_state_and_abort_are_answered(alice, portfolio):
+def test_while_blocked_only_the_state_is_answered(alice, portfolio):
     make_agent(alice)
     aql = portfolio(alice)
     goal_id = execute(aql)["goalId"]
@@ -514,6 +514,7 @@ def test_while_blocked_only_the_state_and_abort_are_answered(alice, portfolio):
         aql.fails(EXECUTE, "execute_agent", element_name="triager", parameters={"issue": "1"}),
         aql.fails(CREATE, "record_execution_step", element_name="triager", stepDescription="x", outcome="success"),
         aql.fails(EXECUTE, "continue_execution", element_name="triager"),
+        aql.fails(EXECUTE, "abort_execution", element_name="triager"),
         aql.fails(EXECUTE, "complete_execution", element_name="triager", outcome="success", summary="x"),
         aql.fails(EXECUTE, "prepare_handoff", element_name="triager", goalId=goal_id),
         aql.fails(EXECUTE, "resume_from_handoff", element_name="triager", handoffBlock="x"),
@@ -521,7 +522,7 @@ def test_while_blocked_only_the_state_and_abort_are_answered(alice, portfolio):
     ]
     state = aql.ok(READ, "get_execution_state", element_name="triager")
 
-    assert refused == [blocked] * 7
+    assert refused == [blocked] * 8
     challenge = VerificationChallenge.objects.get()
     assert (state["dangerZoneBlocked"], state["challengeId"], state["url"]) == (
         True, str(challenge.pk), dangerzone.challenge_url(challenge))
@@ -539,17 +540,18 @@ def test_once_unblocked_the_agent_goes_on(alice, portfolio):
     assert step(aql)["decision"]["stepNumber"] == 2
 
 
-def test_abort_lifts_a_danger_zone_block(alice, portfolio):
+def test_abort_cannot_walk_around_a_danger_zone_block(alice, portfolio):
     make_agent(alice)
     aql = portfolio(alice)
-    execute(aql)
+    goal_id = execute(aql)["goalId"]
     step(aql, riskScore=95)
+    aql.ok(EXECUTE, "confirm_operation", operation="abort_execution")
 
-    aborted = aql.ok(EXECUTE, "abort_execution", element_name="triager", reason="Too risky")
+    refused = aql.fails(EXECUTE, "abort_execution", element_name="triager", reason="Too risky")
 
-    assert aborted["unblocked"] is True
-    assert AgentBlock.objects.get().released_by == "abort"
-    assert execute(aql)["safetyTier"] == "advisory"
+    assert refused == dangerzone.blocked_message(AgentBlock.objects.get())
+    assert AgentBlock.objects.get().released_at is None
+    assert AgentExecution.objects.get(pk=goal_id).status == "in_progress"
 
 
 def test_a_goal_matching_a_danger_pattern_blocks_the_agent_at_execute(alice, portfolio):

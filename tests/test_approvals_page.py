@@ -247,7 +247,7 @@ def test_no_new_code_once_the_agent_is_unblocked(alice):
     page = client.get(challenge_path(challenge)).content.decode()
     response = post(client, reverse("approvals:renew", args=[challenge.pk]), page=challenge_path(challenge))
 
-    assert "New code" not in page and "unblocked another way" in page
+    assert "New code" not in page and "unblocked by another of its codes" in page
     assert response.status_code == 400 and "Nothing waits for this code any more" in response.content.decode()
     assert VerificationChallenge.objects.count() == 1
 

@@ -755,3 +755,6 @@ def confirm_operation(call: Call) -> dict[str, Any]:
                                                level=level)
     return {"confirmed": True, "message": f"Confirmed: {target}.", "level": confirmation.level,
             "scope": f"Scoped to element type: {type_name}" if type_name else "All element types"}
+
+
+import elements.cli_operations  # noqa: E402,F401

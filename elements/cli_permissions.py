@@ -539,7 +539,9 @@ class Targets:
 
 
 def targets_of(tool_name: str, tool_input: dict[str, Any], parsed: ParsedCommand | None) -> Targets:
-    key = ARGUMENT_KEYS.get(tool_name)
+    # An MCP-AQL call is named by its operation, so `mcp__atrium__mcp_aql_read:deactivate_element`
+    # can keep the model from lifting the element's own restrictions.
+    key = ARGUMENT_KEYS.get(tool_name) or ("operation" if tool_name.startswith("mcp__") else None)
     value = tool_input.get(key) if key else None
     if not isinstance(value, str) or not value:
         return Targets(tool_name)

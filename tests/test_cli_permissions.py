@@ -222,6 +222,16 @@ def test_atrium_gatekeeper_operations_are_never_blocked_by_element_patterns():
     assert (decision.behavior, decision.stage) == ("allow", "static_classification")
 
 
+def test_an_mcp_aql_call_is_matched_by_its_operation():
+    policy = guard(deny=("mcp__*__mcp_aql_read:deactivate_element",))
+
+    lifted = decide("mcp__atrium__mcp_aql_read", {"operation": "deactivate_element", "params": {}}, policy)
+    listed = decide("mcp__atrium__mcp_aql_read", {"operation": "list_elements"}, policy)
+
+    assert (lifted.behavior, lifted.matched.target) == ("deny", "mcp__atrium__mcp_aql_read:deactivate_element")
+    assert listed.behavior == "allow"
+
+
 def test_a_path_that_climbs_out_is_matched_where_it_lands():
     decision = decide("Edit", {"file_path": "/home/me/repo/../../../etc/passwd"}, guard(deny=("Edit:/etc/*",)))
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from accounts.errors import InvalidInput
 from elements import approvals, cli_permissions, selectors
-from elements.gatekeeper import Level
+from elements.gatekeeper import Level, Policy
 from elements.mcpaql import Call, Endpoint, Param, operation
 from elements.models import CliApproval
 
@@ -57,7 +57,7 @@ def permission_prompt(call: Call) -> dict[str, Any]:
                                              agent_identity=_agent_identity(call))
 
 
-def _element_policy(policy: Any) -> dict[str, Any]:
+def _element_policy(policy: Policy) -> dict[str, Any]:
     external = policy.external
     entry: dict[str, Any] = {"type": policy.element_type, "name": policy.element_name,
                              "description": external.description or None, "allowPatterns": list(external.allow),

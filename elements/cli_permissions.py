@@ -37,7 +37,7 @@ import json
 import posixpath
 import shlex
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -83,7 +83,7 @@ ESSENTIAL_OPERATIONS = frozenset({"confirm_operation", "verify_challenge", "perm
                                   "get_effective_cli_policies", "get_pending_cli_approvals",
                                   "approve_cli_permission"})
 # Read-endpoint operations that change the session or the user's settings: not "safe".
-STATEFUL_READS = frozenset({"activate_element", "deactivate_element", "dollhouse_config", "permission_prompt"})
+STATEFUL_READS = frozenset({"activate_element", "deactivate_element", "dollhouse_config"})
 
 # Simple commands, words joined by single spaces and quotes removed.
 SAFE_COMMANDS = (
@@ -381,9 +381,20 @@ def _flags(words: tuple[str, ...]) -> set[str]:
     return found
 
 
+def _git_subcommand(args: tuple[str, ...]) -> tuple[str, ...]:
+    """git's arguments from its subcommand on, past global options (`git -C dir push -f`)."""
+    k = 0
+    while k < len(args) and args[k].startswith("-"):
+        k += 2 if args[k] in ("-C", "-c") else 1
+    return args[k:]
+
+
 def _dangerous_form(form: tuple[str, ...]) -> str | None:
     """Why one simple command is dangerous (the rule it matches), or None."""
     name, args = form[0], form[1:]
+    if name == "git":
+        args = _git_subcommand(args)
+        form = (name, *args)
     flags = _flags(args)
     if name == "rm" and ({"r", "R", "--recursive"} & flags) and ({"f", "--force"} & flags):
         return "rm -rf *"
@@ -571,7 +582,7 @@ class PatternMatch:
         return f"{self.policy.element_type} '{self.policy.element_name}'"
 
 
-def _first_match(policies: list[Policy], list_name: str, targets: Targets) -> PatternMatch | None:
+def _first_match(policies: Sequence[Policy], list_name: str, targets: Targets) -> PatternMatch | None:
     for policy in policies:
         patterns = _patterns(policy, list_name)
         for target in (targets.name, *targets.arguments):
@@ -589,7 +600,7 @@ def _patterns(policy: Policy, list_name: str) -> tuple[str, ...]:
             "requireApproval": external.require_approval}[list_name]
 
 
-def _allowed(policies: list[Policy], targets: Targets) -> PatternMatch | None:
+def _allowed(policies: Sequence[Policy], targets: Targets) -> PatternMatch | None:
     """The allow pattern that lets the request through: one matching the tool's name, or (with
     allow patterns from any element) one for every part of the command."""
     allow = tuple(p for policy in policies for p in _patterns(policy, "allowPatterns"))
@@ -653,7 +664,6 @@ def evaluate(
         return Decision("allow", classification, "static_classification")
     consulted = tuple(sorted((p for p in policies if p.external is not None),
                              key=lambda p: (p.element_type, p.element_name)))
-    restricted = list(consulted)
     targets = targets_of(tool_name, tool_input, parsed)
 
     def deny(stage: str, message: str, matched: PatternMatch | None = None) -> Decision:
@@ -661,7 +671,7 @@ def evaluate(
 
     if classification.risk_level == BLOCKED:
         return deny("static_classification", classification.reason)
-    denied = _first_match(restricted, "denyPatterns", targets)
+    denied = _first_match(consulted, "denyPatterns", targets)
     if denied is not None:
         return deny("element_policy", f"Denied by {denied.source} policy: pattern '{denied.pattern}' matches "
                                       f"'{denied.target[:200]}'", denied)
@@ -674,27 +684,27 @@ def evaluate(
             return Decision("deny", classification, "cli_approval", consulted=consulted, approval=existing,
                             message=f"The user denied this request ({existing.pk}). Do not retry it.")
         return Decision("allow", classification, "cli_approval", consulted=consulted, approval=existing)
-    ttl = min((p.external.ttl_seconds for p in restricted if p.external.ttl_seconds), default=None) \
+    ttl = min((p.external.ttl_seconds for p in consulted if p.external.ttl_seconds), default=None) \
         or approvals.APPROVAL_TTL_SECONDS
-    confirm = _first_match(restricted, "confirmPatterns", targets)
+    confirm = _first_match(consulted, "confirmPatterns", targets)
     if confirm is not None:
         return Decision("deny", classification, "approval_required", matched=confirm, consulted=consulted,
                         needs_approval=True, ttl_seconds=ttl,
                         message=f"Requires approval: {confirm.source} policy requires confirmation for pattern "
                                 f"'{confirm.pattern}'")
-    allowed = _allowed(restricted, targets)
+    allowed = _allowed(consulted, targets)
     if allowed is not None:
         return Decision("allow", classification, "element_policy", matched=allowed, consulted=consulted)
     if classification.risk_level == SAFE:
         return Decision("allow", classification, "static_classification", consulted=consulted)
-    allowlists = [p for p in restricted if p.external.allow]
+    allowlists = [p for p in consulted if p.external.allow]
     if allowlists:
         names = ", ".join(f"{p.element_type} '{p.element_name}'" for p in allowlists)
         return deny("element_policy", f"Tool '{tool_name}' not permitted by allowlists defined in: {names}. Either "
                                       "deactivate these elements or add allowPatterns to match this tool.")
-    required = _first_match(restricted, "requireApproval", targets)
+    required = _first_match(consulted, "requireApproval", targets)
     if required is None and classification.risk_level == MODERATE:
-        levels = [p for p in restricted if MODERATE in p.external.require_approval]
+        levels = [p for p in consulted if MODERATE in p.external.require_approval]
         required = PatternMatch(levels[0], "requireApproval", MODERATE, classification.risk_level) if levels else None
     if required is not None:
         return Decision("deny", classification, "approval_required", matched=required, consulted=consulted,

@@ -144,3 +144,14 @@ def capability_execution_retry_after(user_id: int) -> int | None:
         return None
     count, retry_after = _count("capexec", str(user_id), 60, increment=True)
     return retry_after if count > limit else None
+
+
+def permission_prompt_retry_after(ident: str) -> int | None:
+    """Count one permission_prompt evaluation for `ident` (an MCP session); seconds to wait if it is
+    over ATRIUM_PERMISSION_PROMPTS_PER_MINUTE. Per session: a client asks about every tool call it
+    makes, so one runaway agent must not use up the allowance of the user's other sessions."""
+    limit = settings.ATRIUM_PERMISSION_PROMPTS_PER_MINUTE
+    if not limit:
+        return None
+    count, retry_after = _count("cliprompt", ident, 60, increment=True)
+    return retry_after if count > limit else None

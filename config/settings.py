@@ -109,6 +109,9 @@ ATRIUM_HTTP_ALLOWED_HOSTS = env_list("ATRIUM_HTTP_ALLOWED_HOSTS")
 ATRIUM_HTTP_TIMEOUT_SECONDS = float(os.environ.get("ATRIUM_HTTP_TIMEOUT_SECONDS", "20"))
 # capabilities_execute calls per user per minute; 0 turns the limit off.
 ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE = int(os.environ.get("ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE", "60"))
+# permission_prompt evaluations per MCP session per minute (a client asks before each of its own
+# tool calls); 0 turns the limit off.
+ATRIUM_PERMISSION_PROMPTS_PER_MINUTE = int(os.environ.get("ATRIUM_PERMISSION_PROMPTS_PER_MINUTE", "120"))
 # How long a connect URL from the vault stays usable.
 ATRIUM_VAULT_CONNECT_MINUTES = int(os.environ.get("ATRIUM_VAULT_CONNECT_MINUTES", "30"))
 

@@ -27,8 +27,15 @@ from accounts.authentication import caller_from_request
 from accounts.errors import InvalidInput, NotFound
 from accounts.versions import etag, if_match
 from elements import selectors, services, templating
+from elements.approvals import MAX_TTL_SECONDS, MIN_TTL_SECONDS
 from elements.fields import TYPE_FIELDS
-from elements.gatekeeper import EXTERNAL_KEYS, POLICY_LISTS
+from elements.gatekeeper import (
+    EXTERNAL_LISTS,
+    MAX_EXTERNAL_DESCRIPTION,
+    MAX_EXTERNAL_PATTERN,
+    MAX_EXTERNAL_PATTERNS,
+    POLICY_LISTS,
+)
 from elements.models import Element, MemoryEntry
 from elements.packages import element_data, element_package, entry_data, package_load
 from elements.portfolio import yaml_dump
@@ -123,6 +130,8 @@ TYPE_FIELDS_TEXT = "; ".join(f"{kind.plural}: {', '.join(fields)}" for kind, fie
 
 _TYPE_NAMES = [t.value for t in ElementType] + [t.plural for t in ElementType]
 _PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": "^[^\\x00]*$"}}
+_EXTERNAL_PATTERNS = {"type": "array", "maxItems": MAX_EXTERNAL_PATTERNS, "items": {
+    "type": "string", "minLength": 1, "maxLength": MAX_EXTERNAL_PATTERN, "pattern": "^[^\\x00]*$"}}
 
 
 # What elements.gatekeeper.clean_policy takes (anything else is invalid_gatekeeper).
@@ -132,8 +141,12 @@ _PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLe
         key: {"type": "array", "items": {"type": "string", "enum": _TYPE_NAMES}}
         for key in ("allowedTypes", "blockedTypes")}},
     "externalRestrictions": {"type": "object", "additionalProperties": False, "properties": {
-        key: {"type": "string", "pattern": "^[^\\x00]*$"} if key == "description" else _PATTERNS
-        for key in sorted(EXTERNAL_KEYS)}},
+        "description": {"type": "string", "maxLength": MAX_EXTERNAL_DESCRIPTION, "pattern": "^[^\\x00]*$"},
+        **{key: _EXTERNAL_PATTERNS for key in EXTERNAL_LISTS},
+        "approvalPolicy": {"type": "object", "additionalProperties": False, "properties": {
+            "requireApproval": _EXTERNAL_PATTERNS,
+            "ttlSeconds": {"type": "integer", "minimum": MIN_TTL_SECONDS, "maximum": MAX_TTL_SECONDS}}},
+    }},
 }})
 class GatekeeperField(serializers.DictField):
     """An element's gatekeeper policy."""

@@ -28,6 +28,22 @@ class Level(IntEnum):
 
 
 @dataclass(frozen=True)
+class ExternalRestrictions:
+    """An element's rules for its client's own tools (Claude Code's Bash, Edit, Read...), which
+    permission_prompt applies (elements.cli_permissions). Patterns target `ToolName` or
+    `Tool:<argument>`, e.g. `Bash:git status*` or `Edit:/etc/*`."""
+
+    description: str = ""
+    allow: tuple[str, ...] = ()
+    confirm: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    # approvalPolicy: requests that need a person even when no confirm pattern matches them
+    # (patterns, or "moderate" for every request classified so), and how long such a request waits.
+    require_approval: tuple[str, ...] = ()
+    ttl_seconds: int | None = None
+
+
+@dataclass(frozen=True)
 class Policy:
     """The gatekeeper section of one active element."""
 
@@ -38,6 +54,7 @@ class Policy:
     deny: tuple[str, ...] = ()
     allowed_types: tuple[str, ...] = ()
     blocked_types: tuple[str, ...] = ()
+    external: ExternalRestrictions | None = None
 
     @property
     def source(self) -> str:
@@ -151,6 +168,24 @@ def decide(
     return Decision(level, reason, source)
 
 
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(item for item in value if isinstance(item, str) and item) if isinstance(value, list) else ()
+
+
+def _external_from(value: object) -> ExternalRestrictions | None:
+    # Read defensively: sections stored before clean_policy checked their lists are still read.
+    if not isinstance(value, dict):
+        return None
+    approval = value.get("approvalPolicy") if isinstance(value.get("approvalPolicy"), dict) else {}
+    ttl = approval.get("ttlSeconds")
+    return ExternalRestrictions(
+        description=value["description"] if isinstance(value.get("description"), str) else "",
+        allow=_strings(value.get("allowPatterns")), confirm=_strings(value.get("confirmPatterns")),
+        deny=_strings(value.get("denyPatterns")), require_approval=_strings(approval.get("requireApproval")),
+        ttl_seconds=ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None,
+    )
+
+
 def policy_from(element_type: str, element_name: str, gatekeeper: dict | None) -> Policy | None:
     """The Policy of an element's stored gatekeeper section, or None if it has none."""
     if not gatekeeper:
@@ -161,6 +196,7 @@ def policy_from(element_type: str, element_name: str, gatekeeper: dict | None) -
         allow=tuple(gatekeeper.get("allow") or ()), confirm=tuple(gatekeeper.get("confirm") or ()),
         deny=tuple(gatekeeper.get("deny") or ()),
         allowed_types=tuple(scope.get("allowedTypes") or ()), blocked_types=tuple(scope.get("blockedTypes") or ()),
+        external=_external_from(gatekeeper.get("externalRestrictions")),
     )
 
 
@@ -182,7 +218,59 @@ def policy_from_tools(element_name: str, tools: object) -> Policy | None:
 
 
 POLICY_LISTS = ("allow", "confirm", "deny")
-EXTERNAL_KEYS = {"description", "allowPatterns", "confirmPatterns", "denyPatterns"}
+EXTERNAL_LISTS = ("allowPatterns", "confirmPatterns", "denyPatterns")
+EXTERNAL_KEYS = {"description", *EXTERNAL_LISTS, "approvalPolicy"}
+APPROVAL_POLICY_KEYS = {"requireApproval", "ttlSeconds"}
+# A Bash pattern quotes a command, so it may be longer than an operation name; a list stays short
+# enough that matching every pattern against every part of a command stays cheap.
+MAX_EXTERNAL_PATTERN = 500
+MAX_EXTERNAL_PATTERNS = 100
+MAX_EXTERNAL_DESCRIPTION = 1000
+
+
+def _external_patterns(value: object, where: str) -> list[str]:
+    if (not isinstance(value, list) or len(value) > MAX_EXTERNAL_PATTERNS
+            or not all(isinstance(p, str) and 0 < len(p.strip()) <= MAX_EXTERNAL_PATTERN for p in value)):
+        raise InvalidInput(f"gatekeeper.externalRestrictions.{where} must be a list of at most "
+                           f"{MAX_EXTERNAL_PATTERNS} patterns of 1 to {MAX_EXTERNAL_PATTERN} characters, such as "
+                           "'Bash:git status*', 'Edit:/etc/*' or 'WebFetch'.", code="invalid_gatekeeper")
+    return list(dict.fromkeys(p.strip() for p in value))
+
+
+def _clean_external(external: object) -> dict:
+    from elements.approvals import MAX_TTL_SECONDS, MIN_TTL_SECONDS
+
+    if not isinstance(external, dict) or set(external) - EXTERNAL_KEYS:
+        raise InvalidInput("gatekeeper.externalRestrictions takes description, allowPatterns, confirmPatterns, "
+                           "denyPatterns and approvalPolicy.", code="invalid_gatekeeper")
+    cleaned: dict = {}
+    if "description" in external:
+        description = external["description"]
+        if not isinstance(description, str) or len(description) > MAX_EXTERNAL_DESCRIPTION:
+            raise InvalidInput(f"gatekeeper.externalRestrictions.description must be text of at most "
+                               f"{MAX_EXTERNAL_DESCRIPTION} characters.", code="invalid_gatekeeper")
+        cleaned["description"] = description
+    for key in EXTERNAL_LISTS:
+        if key in external:
+            cleaned[key] = _external_patterns(external[key], key)
+    if "approvalPolicy" in external:
+        approval = external["approvalPolicy"]
+        if not isinstance(approval, dict) or set(approval) - APPROVAL_POLICY_KEYS:
+            raise InvalidInput("gatekeeper.externalRestrictions.approvalPolicy takes requireApproval (patterns, or "
+                               "'moderate' for every moderate request) and ttlSeconds.", code="invalid_gatekeeper")
+        policy: dict = {}
+        if "requireApproval" in approval:
+            policy["requireApproval"] = _external_patterns(approval["requireApproval"],
+                                                           "approvalPolicy.requireApproval")
+        if "ttlSeconds" in approval:
+            ttl = approval["ttlSeconds"]
+            if isinstance(ttl, bool) or not isinstance(ttl, int) or not MIN_TTL_SECONDS <= ttl <= MAX_TTL_SECONDS:
+                raise InvalidInput(f"gatekeeper.externalRestrictions.approvalPolicy.ttlSeconds must be a whole "
+                                   f"number of seconds from {MIN_TTL_SECONDS} to {MAX_TTL_SECONDS}.",
+                                   code="invalid_gatekeeper")
+            policy["ttlSeconds"] = ttl
+        cleaned["approvalPolicy"] = policy
+    return cleaned
 
 
 def clean_policy(value: object) -> dict | None:
@@ -215,9 +303,5 @@ def clean_policy(value: object) -> dict | None:
             key: [element_type_parse(t).value for t in scope[key]] for key in scope if isinstance(scope[key], list)
         }
     if "externalRestrictions" in value:
-        external = value["externalRestrictions"]
-        if not isinstance(external, dict) or set(external) - EXTERNAL_KEYS:
-            raise InvalidInput("gatekeeper.externalRestrictions takes description, allowPatterns, confirmPatterns "
-                               "and denyPatterns.", code="invalid_gatekeeper")
-        cleaned["externalRestrictions"] = external
+        cleaned["externalRestrictions"] = _clean_external(value["externalRestrictions"])
     return cleaned or None

@@ -1,4 +1,5 @@
-"""DollhouseMCP's five MCP-AQL tools. Each hands what the client sent to elements.mcpaql."""
+"""DollhouseMCP's five MCP-AQL tools, each handing what the client sent to elements.mcpaql, and the
+permission_prompt tool Claude Code calls with flat arguments (elements.cli_permissions)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pydantic import Field, WithJsonSchema
 
 import elements.operations  # noqa: F401  (fills the route table)
 from accounts.errors import DomainError
-from accounts.mcp_registry import Toolset, success_result, tool
+from accounts.mcp_registry import Toolset, error_payload_result, success_result, tool
+from elements import cli_permissions
+from elements.cli_permissions import MAX_TOOL_NAME
 from elements.mcpaql import ROUTES, Endpoint, run
 
 # The arguments are typed Any for validation and keep their documented types in the schema: a
@@ -106,3 +109,34 @@ class ElementTools(Toolset):
     def execute(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
                 operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
         return self._run(Endpoint.EXECUTE, operation, element_type, params, operations, elementType)
+
+
+ToolName = Annotated[str, Field(description="The tool Claude Code asks about, e.g. Bash, Edit, Read or "
+                                            "mcp__server__tool.", min_length=1, max_length=MAX_TOOL_NAME)]
+ToolInput = Annotated[dict[str, Any], Field(description="That tool's input, e.g. {\"command\": \"git status\"} "
+                                                        "for Bash; returned as updatedInput when allowed.")]
+ToolUseId = Annotated[str | None, Field(description="Claude Code's id of the tool call; accepted, not used in the "
+                                                    "decision.", max_length=MAX_TOOL_NAME)]
+AgentIdentity = Annotated[str | None, Field(description="The sub-agent making the request, kept with an approval "
+                                                        "request.", max_length=MAX_TOOL_NAME)]
+
+
+class CliPermissionTools(Toolset):
+    def _error_result(self, exc: DomainError) -> types.CallToolResult:
+        # Still a decision Claude Code can read: whatever went wrong, the tool call is denied.
+        return error_payload_result({"behavior": "deny", "message": exc.message, "code": exc.code})
+
+    @tool(name="permission_prompt", title="Permission prompt (Claude Code)", scope="elements:read",
+          read_only=False, destructive=False, idempotent=False, open_world=False)
+    def permission_prompt(self, tool_name: ToolName, input: ToolInput, tool_use_id: ToolUseId = None,
+                          agent_identity: AgentIdentity = None) -> types.CallToolResult:
+        """Atrium's extension for Claude Code's --permission-prompt-tool (claude -p --permission-prompt-tool
+        mcp__atrium__permission_prompt "..."): decides whether Claude Code may run one of its own tool calls,
+        by static rules and the externalRestrictions of the elements active in this MCP session. The text is
+        exactly the JSON Claude Code reads, {"behavior": "allow", "updatedInput": {...}} or {"behavior": "deny",
+        "message": "..."}, plus classification {riskLevel, reason, stage}, approvalRequest (when the user must
+        approve it first on their approvals page; retry after) and policyContext. The same evaluation as the
+        MCP-AQL operation permission_prompt on mcp_aql_read."""
+        return success_result(cli_permissions.permission_decide(caller=self.caller, tool_name=tool_name,
+                                                                tool_input=input,
+                                                                agent_identity=agent_identity or ""))

@@ -24,9 +24,9 @@ def test_tools_list_shows_only_tools_the_scopes_allow(db, mcp_client, auth_statu
     reader.initialize()
     writer.initialize()
 
-    assert reader.tool_names() == {"auth_logout", "mcp_aql_read"}
+    assert reader.tool_names() == {"auth_logout", "mcp_aql_read", "permission_prompt"}
     assert writer.tool_names() == {"auth_logout", "auth_status", "mcp_aql_read", "mcp_aql_create",
-                                   "mcp_aql_update"}
+                                   "mcp_aql_update", "permission_prompt"}
 
 
 def test_a_call_outside_the_scopes_names_the_missing_scope(db, mcp_client, auth_status_needs_elements_write):

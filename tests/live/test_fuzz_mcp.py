@@ -74,7 +74,10 @@ KNOWN_STRINGS = ["seed", "notes", "flow", ROOT, f"{ROOT}/src", "global", "repo",
                  "atrium_tools.search_docs", "atrium_tools.get_element", "atrium_tools.add_memory_entry",
                  "atrium_tools.start_workflow", "http_tools.request", "webhook_tools.send_webhook",
                  "email_tools.send_email", "github_tools.issues_create", "github_tools.repos_get",
-                 "slack_tools.chat_postMessage", "GET", "POST", "http://127.0.0.1:9/", "https://example.com/x"]
+                 "slack_tools.chat_postMessage", "GET", "POST", "http://127.0.0.1:9/", "https://example.com/x",
+                 # What permission_prompt is asked about: Claude Code's tools, their inputs, and patterns.
+                 "Bash", "Read", "Edit", "command", "file_path", "git status", "make deploy", "rm -rf /",
+                 ":(){ :|:& };:", "cat <<EOF\n$(ls)\nEOF", "Bash:git status*", "mcp__atrium__mcp_aql_read"]
 ODD_STRINGS = ["", " ", "\x00", "a\x00b", "x" * 100_000, "\u202e\u200b\ufeff", "🙂" * 50, "../../etc/passwd",
                "{{ context.x }}", "${HOME}", "*a", "&a [*a, *a]", "(a+)+$", "[", "null", "true", "-1",
                "%00", "<script>", "'; DROP TABLE x; --", "\r\n\t"]
@@ -381,12 +384,13 @@ def seed(member) -> None:
 
 @pytest.fixture
 def fuzzed_server(transactional_db, tmp_path):
-    """A hosted server without the per-token call limit or the capability execution limit: the fuzzer
-    makes thousands of calls with one token, and the limits are tested on their own
-    (tests/live/test_live_limits.py, tests/test_capability_execute.py). Its actions reach no host but
-    loopback, and mail goes to its log."""
+    """A hosted server without the per-token call limit, the capability execution limit or the
+    permission_prompt limit: the fuzzer makes thousands of calls with one token, and the limits are
+    tested on their own (tests/live/test_live_limits.py, tests/test_capability_execute.py,
+    tests/test_cli_permissions.py). Its actions reach no host but loopback, and mail goes to its log."""
     with serve(tmp_path, CELERY_BROKER_URL="", ATRIUM_TOOL_CALLS_PER_MINUTE="0",
-               ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE="0", ATRIUM_HTTP_ALLOWED_HOSTS="", EMAIL_HOST="") as server:
+               ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE="0", ATRIUM_PERMISSION_PROMPTS_PER_MINUTE="0",
+               ATRIUM_HTTP_ALLOWED_HOSTS="", EMAIL_HOST="") as server:
         yield server
 
 
@@ -401,7 +405,7 @@ def test_no_tool_fails_inside_or_changes_anything_when_it_refuses(fuzzed_server)
     try:
         tools = {t.name: t.inputSchema for t in session.tools}
         assert set(tools) >= {"list_workflows", "mcp_aql_read", "search_docs", "start_workflow", "capabilities_execute",
-                              "vault"}
+                              "vault", "permission_prompt"}
         try:
             for name in sorted(tools):
                 fuzzer.fuzz(name, tools[name])

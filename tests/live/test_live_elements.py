@@ -51,6 +51,24 @@ def code_on_the_page(challenge_id: str) -> str:
         connections.close_all()  # this thread's own connection
 
 
+async def walk_cli_permissions(s: Session, mcp_url: str, token: str) -> None:
+    """Claude Code's permission prompt asks about a deploy; a second session relays the approval."""
+    await s.ok(CREATE, "create_element", "skill", element_name="deploys", description="Deploys", content="Deploy.",
+               gatekeeper={"externalRestrictions": {"confirmPatterns": ["Bash:make deploy*"]}})
+    await s.ok(READ, "activate_element", "skill", element_name="deploys")
+    asked = await s.ok(READ, "permission_prompt", tool_name="Bash", input={"command": "make deploy"})
+    await s.ok(READ, "get_effective_cli_policies", tool_name="Bash", tool_input={"command": "make deploy"})
+    assert (await s.ok(READ, "get_pending_cli_approvals"))["count"] == 1
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    async with http, streamable_http_client(mcp_url, http_client=http) as (read, write, _), \
+            ClientSession(read, write) as bridge:
+        await bridge.initialize()
+        relayed = Session(bridge)
+        await relayed.ok(EXECUTE, "approve_cli_permission", request_id=asked["approvalRequest"]["requestId"])
+        s.seen += relayed.seen
+    await s.ok(READ, "deactivate_element", "skill", element_name="deploys")
+
+
 async def walk_every_operation(mcp_url: str, token: str) -> list[str]:
     http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
     async with http, streamable_http_client(mcp_url, http_client=http) as (read, write, _), \
@@ -102,6 +120,7 @@ async def walk_every_operation(mcp_url: str, token: str) -> list[str]:
         await s.ok(READ, "get_build_info")
         await s.ok(READ, "query_logs", limit=5)
         await s.ok(READ, "dollhouse_config", action="get")
+        await walk_cli_permissions(s, mcp_url, token)
         await s.ok(UPDATE, "edit_element", "persona", element_name="reviewer", input={"description": "Reviews"})
         await s.ok(UPDATE, "upgrade_element", "skill", element_name="debugging", dry_run=True)
         await s.ok(DELETE, "clear", element_name="notes")
@@ -120,4 +139,4 @@ def test_the_sdk_client_runs_every_element_operation(live_atrium):
     # The agent lifecycle has its own walk (tests/live/test_live_agents.py).
     assert set(ROUTES) - set(AGENT_OPERATIONS) == set(seen)
     assert set(Element.objects.filter(owner=alice.user).values_list("name", flat=True)) == {
-        "reviewer", "debugging", "greeting", "notes", "team", "helper"}
+        "reviewer", "debugging", "greeting", "notes", "team", "helper", "deploys"}

@@ -1,11 +1,14 @@
 """The approvals pages in a real headless Chromium against a live server, with the official SDK
 client on the MCP side: a danger-zone code is read off its owner's page and given back through
 verify_challenge (and no MCP answer ever carries it), another user gets 404, a block survives a
-server restart, and a pending CLI request is approved with the scope chosen on the page."""
+server restart, and a CLI request Claude Code's session asked about is approved on the page, after
+which that session's retry goes through."""
 
 import asyncio
 import json
+import queue
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,12 +18,12 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from accounts.caller import Caller
-from accounts.models import McpSession
-from elements import approvals
 from elements.models import AgentBlock, CliApproval, VerificationChallenge, VerificationFailure
+from elements.services import element_create
+from elements.types import ElementType
 from integrations.crypto import unseal
 from tests.conftest import make_member
-from tests.live.conftest import serve
+from tests.live.conftest import Tools, serve
 from tests.live.test_csp_browser import WATCH_VIOLATIONS
 from tests.live.test_vault_page_browser import sign_in
 
@@ -28,6 +31,7 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serializ
 
 CHROMIUM = shutil.which("chromium")
 CREATE = "mcp_aql_create"
+DEPLOY = {"command": "make deploy prod"}
 
 
 def browser_tools():
@@ -145,36 +149,72 @@ def test_a_blocked_agent_is_still_blocked_after_the_server_restarts(transactiona
     assert AgentBlock.objects.get(owner=alice.user).released_by == "code"
 
 
-def test_a_pending_cli_request_is_approved_for_the_session_on_the_page(live_atrium, real_password_hashing, tmp_path):
+async def claude_asks_then_retries(mcp_url: str, token: str, asked: "queue.Queue[dict]",
+                                   approved: threading.Event) -> dict[str, Any]:
+    """One SDK session, as Claude Code holds it: a deploy is asked about (and waits for a person),
+    and once the person has decided on the page, the same session asks again."""
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    async with http, streamable_http_client(mcp_url, http_client=http) as (read, write, _), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        tools = Tools(session)
+        await tools.ok("mcp_aql_read", operation="activate_element", element_type="persona",
+                       params={"element_name": "guard"})
+        first = await tools.ok("permission_prompt", tool_name="Bash", input=DEPLOY, tool_use_id="toolu_01")
+        asked.put(first)
+        await asyncio.to_thread(approved.wait, 60)
+        retried = await tools.ok("permission_prompt", tool_name="Bash", input=DEPLOY, tool_use_id="toolu_02")
+        later = await tools.ok("permission_prompt", tool_name="Bash", input={"command": "make deploy staging"})
+        pending = await tools.ok("mcp_aql_read", operation="get_pending_cli_approvals")
+        return {"retried": retried, "later": later, "pending": pending["data"]}
+
+
+def test_an_approval_made_on_the_page_lets_the_sessions_retry_through(live_atrium, real_password_hashing, tmp_path):
     sync_api = browser_tools()
     expect = sync_api.expect
     alice = make_member("alice")
-    _, session_id = asyncio.run(aql(live_atrium.mcp_url, alice.token, []))
-    session = McpSession.objects.get(pk=session_id, user=alice.user)
-    request = approvals.cli_approval_request(
-        caller=Caller.trusted(alice.user, via="mcp", session=session), tool_name="Bash",
-        tool_input={"command": "npm publish --tag next"},
-        classification={"riskLevel": "high", "reason": "Publishing needs approval", "stage": "approval_policy"},
-        reason="Publishing needs approval")
-
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    make_member("charlie")
+    element_create(caller=Caller.trusted(alice.user, via="command"), element_type=ElementType.PERSONA, name="guard",
+                   params={"description": "Guards deploys.", "instructions": "You ARE careful.", "gatekeeper": {
+                       "externalRestrictions": {"confirmPatterns": ["Bash:make deploy*"]}}})
+    asked: queue.Queue[dict] = queue.Queue()
+    approved = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        claude = pool.submit(asyncio.run, claude_asks_then_retries(live_atrium.mcp_url, alice.token, asked, approved))
+        first = asked.get(timeout=60)
+        request_id = first["approvalRequest"]["requestId"]
         try:
-            page = browser.new_context().new_page()
-            sign_in(page, live_atrium.url, "alice")
-            page.get_by_role("link", name="Approvals").click()
-            page.wait_for_url(f"{live_atrium.url}/approvals/")
-            item = page.locator(f"li[id='{request.pk}']")
-            expect(item).to_contain_text("npm publish --tag next")
-            expect(item).to_contain_text("high risk")
-            page.screenshot(path=str(tmp_path / "approvals-pending.png"), full_page=True)
-            item.get_by_role("button", name="Approve for this session").click()
-            page.wait_for_url(f"{live_atrium.url}/approvals/")
-            expect(page.get_by_text("Approved Bash for the rest of this session.")).to_be_visible()
-            expect(page.get_by_role("heading", name="Nothing is waiting for you")).to_be_visible()
-            page.screenshot(path=str(tmp_path / "approvals-decided.png"), full_page=True)
-        finally:
-            browser.close()
+            with sync_api.sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+                try:
+                    other = browser.new_context().new_page()
+                    sign_in(other, live_atrium.url, "charlie")
+                    other.goto(f"{live_atrium.url}/approvals/")
+                    expect(other.get_by_role("heading", name="Nothing is waiting for you")).to_be_visible()
+                    assert "make deploy" not in other.content()
 
-    row = CliApproval.objects.get(pk=request.pk)
-    assert (row.status, row.scope, row.decided_via, row.session_id) == ("approved", "tool_session", "web", session_id)
+                    page = browser.new_context().new_page()
+                    sign_in(page, live_atrium.url, "alice")
+                    page.goto(first["approvalRequest"]["url"])
+                    item = page.locator(f"li[id='{request_id}']")
+                    expect(item).to_contain_text("make deploy prod")
+                    page.screenshot(path=str(tmp_path / "approvals-pending.png"), full_page=True)
+                    item.get_by_role("button", name="Approve for this session").click()
+                    page.wait_for_url(f"{live_atrium.url}/approvals/")
+                    expect(page.get_by_text("Approved Bash for the rest of this session.")).to_be_visible()
+                    expect(page.get_by_role("heading", name="Nothing is waiting for you")).to_be_visible()
+                    page.screenshot(path=str(tmp_path / "approvals-decided.png"), full_page=True)
+                finally:
+                    browser.close()
+        finally:
+            approved.set()
+        seen = claude.result(timeout=60)
+
+    assert first["behavior"] == "deny" and "message" in first and "updatedInput" not in first
+    assert seen["retried"]["behavior"] == "allow" and seen["retried"]["updatedInput"] == DEPLOY
+    assert seen["retried"]["classification"]["stage"] == "cli_approval"
+    # tool_session: the same tool with another input goes through for the rest of the session.
+    assert seen["later"]["behavior"] == "allow"
+    assert seen["pending"]["count"] == 0
+    row = CliApproval.objects.get(pk=request_id)
+    assert (row.status, row.scope, row.decided_via) == ("approved", "tool_session", "web")

@@ -2,6 +2,8 @@
 
 import json
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
@@ -9,6 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 from django.core.cache import cache
+from django.db import connections
 from django.test import Client
 
 from accounts.caller import Caller
@@ -28,6 +31,23 @@ def make_member(username: str, scopes: list[str] | None = None) -> Member:
     user = User.objects.create_user(username=username, email=f"{username}@example.com", password="pw-" + username)
     _, raw = token_create(caller=Caller.trusted(user, via="command"), user=user, label="tests", scopes=scopes)
     return Member(user=user, token=raw)
+
+
+# How many calls a race test makes at once.
+THREADS = 20
+
+
+def in_threads(work: Callable[[int], Any]) -> list[Any]:
+    """Run work(0..THREADS-1) at once, each in its own thread with its own database connection."""
+
+    def one(index: int) -> Any:
+        try:
+            return work(index)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        return list(pool.map(one, range(THREADS)))
 
 
 FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", "django.contrib.auth.hashers.PBKDF2PasswordHasher"]

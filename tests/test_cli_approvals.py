@@ -2,12 +2,10 @@
 single approvals that let one identical request through, tool_session approvals that last for the
 requesting session only, expiry, the rule that a session cannot approve itself, and races."""
 
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connections
 from django.utils import timezone
 
 import elements.operations  # noqa: F401  (fills the route table)
@@ -17,10 +15,10 @@ from elements import approvals, services
 from elements.mcpaql import Endpoint, run
 from elements.models import CliApproval
 from elements.types import ElementType
+from tests.conftest import in_threads
 
 DEPLOY = {"command": "make deploy prod"}
 GUARD = {"externalRestrictions": {"description": "Deploys need a person", "confirmPatterns": ["Bash:make deploy*"]}}
-THREADS = 20
 
 
 def guarded_session(member, portfolio):
@@ -190,17 +188,6 @@ def test_approve_refuses_a_malformed_request_id_or_scope(requested):
 
 
 # --- races -----------------------------------------------------------------------------------------
-
-def in_threads(work) -> list[Any]:
-    def one(index: int) -> Any:
-        try:
-            return work(index)
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=THREADS) as pool:
-        return list(pool.map(one, range(THREADS)))
-
 
 def guarded_caller(member) -> Caller:
     session = mcp_session_open(caller=Caller.trusted(member.user, via="mcp"), transport="http")

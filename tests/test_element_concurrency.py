@@ -2,8 +2,6 @@
 nothing a caller was told succeeded is lost, and a single-use confirmation lets one call through."""
 
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -17,23 +15,10 @@ from elements import selectors, services
 from elements.mcpaql import Endpoint, run
 from elements.models import Confirmation, Element, MemoryEntry
 from elements.types import ElementType
+from tests.conftest import THREADS, in_threads
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
-THREADS = 20
-
-
-def in_threads(work: Callable[[int], Any]) -> list[Any]:
-    """Run work(0..THREADS-1) at once, each in its own thread with its own database connection."""
-
-    def one(index: int) -> Any:
-        try:
-            return work(index)
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=THREADS) as pool:
-        return list(pool.map(one, range(THREADS)))
 
 
 def persona(caller: Caller) -> Element:

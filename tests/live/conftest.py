@@ -8,8 +8,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import TEST_BROKER_URL
 
@@ -43,6 +44,16 @@ class Tools:
         error, payload = await self(tool, **arguments)
         assert not error, (tool, payload)
         return payload
+
+
+@asynccontextmanager
+async def sdk_session(mcp_url: str, token: str) -> AsyncIterator[ClientSession]:
+    """An initialized session of the official SDK client, over Streamable HTTP with a bearer token."""
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    async with http, streamable_http_client(mcp_url, http_client=http) as (read, write, _), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
 
 
 def free_port() -> int:

@@ -23,7 +23,7 @@ from elements.services import element_create
 from elements.types import ElementType
 from integrations.crypto import unseal
 from tests.conftest import make_member
-from tests.live.conftest import Tools, serve
+from tests.live.conftest import Tools, sdk_session, serve
 from tests.live.test_csp_browser import WATCH_VIOLATIONS
 from tests.live.test_vault_page_browser import sign_in
 
@@ -153,10 +153,7 @@ async def claude_asks_then_retries(mcp_url: str, token: str, asked: "queue.Queue
                                    approved: threading.Event) -> dict[str, Any]:
     """One SDK session, as Claude Code holds it: a deploy is asked about (and waits for a person),
     and once the person has decided on the page, the same session asks again."""
-    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    async with http, streamable_http_client(mcp_url, http_client=http) as (read, write, _), \
-            ClientSession(read, write) as session:
-        await session.initialize()
+    async with sdk_session(mcp_url, token) as session:
         tools = Tools(session)
         await tools.ok("mcp_aql_read", operation="activate_element", element_type="persona",
                        params={"element_name": "guard"})

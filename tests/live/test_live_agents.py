@@ -6,13 +6,11 @@ import asyncio
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from elements.models import AgentExecution, ExecutionStep
 from tests.conftest import make_member
+from tests.live.conftest import sdk_session
 from tests.live.test_live_elements import CREATE, EXECUTE, READ, Session
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
@@ -33,10 +31,7 @@ AGENT_OPERATIONS = {
 
 @asynccontextmanager
 async def connected(mcp_url: str, token: str):
-    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    async with http, streamable_http_client(mcp_url, http_client=http) as (read, write, _), \
-            ClientSession(read, write) as client:
-        await client.initialize()
+    async with sdk_session(mcp_url, token) as client:
         yield Session(client)
 
 

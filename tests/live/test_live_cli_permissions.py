@@ -6,17 +6,14 @@ import asyncio
 import json
 from contextlib import asynccontextmanager
 
-import httpx
 import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from accounts.caller import Caller
 from elements.models import CliApproval
 from elements.services import element_create
 from elements.types import ElementType
 from tests.conftest import make_member
-from tests.live.conftest import Tools
+from tests.live.conftest import Tools, sdk_session
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -24,11 +21,8 @@ DEPLOY = {"command": "make deploy prod"}
 
 
 @asynccontextmanager
-async def sdk_session(mcp_url: str, token: str):
-    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    async with http, streamable_http_client(mcp_url, http_client=http) as (read, write, _), \
-            ClientSession(read, write) as session:
-        await session.initialize()
+async def sdk_tools(mcp_url: str, token: str):
+    async with sdk_session(mcp_url, token) as session:
         yield Tools(session)
 
 
@@ -40,7 +34,7 @@ async def aql(tools: Tools, endpoint: str, operation: str, **params) -> dict:
 
 async def prompt_approve_retry(mcp_url: str, token: str) -> dict:
     seen: dict = {}
-    async with sdk_session(mcp_url, token) as claude, sdk_session(mcp_url, token) as bridge:
+    async with sdk_tools(mcp_url, token) as claude, sdk_tools(mcp_url, token) as bridge:
         await aql(claude, "read", "activate_element", element_type="persona", element_name="guard")
         seen["safe"] = await claude.ok("permission_prompt", tool_name="Bash", input={"command": "git status"},
                                        tool_use_id="toolu_01")

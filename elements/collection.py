@@ -72,8 +72,8 @@ def path_parse(path: object) -> tuple[str, ElementType]:
     try:
         element_type = element_type_parse(folder)
     except InvalidInput as exc:
-        raise InvalidInput(f"path: unknown collection folder {folder!r}: personas, skills, templates, agents, memories or "
-                           "ensembles.", code="invalid_path") from exc
+        raise InvalidInput(f"path: unknown collection folder {folder!r}: personas, skills, templates, agents, "
+                           "memories or ensembles.", code="invalid_path") from exc
     if filename.startswith(".") or PurePosixPath(filename).suffix not in _suffixes(element_type):
         raise InvalidInput(f"path: a {element_type.value} file ends {' or '.join(_suffixes(element_type))}.",
                            code="invalid_path")

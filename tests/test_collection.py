@@ -204,8 +204,9 @@ def test_with_no_cache_an_unreachable_source_is_a_clear_error(portfolio, alice, 
 
 
 def test_a_file_over_two_megabytes_and_a_yaml_bomb_are_left_out(portfolio, alice, settings, tmp_path):
+    levels = zip("abcdefgh", "bcdefghi", strict=True)
     bomb = "---\n" + "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in levels
     ) + "name: Bomb\n---\nbody\n"
     settings.ATRIUM_COLLECTION_SOURCE = str(library(tmp_path, {
         "personas/git-helper.md": PERSONA, "personas/huge.md": PERSONA + "x" * (3 * 1024 * 1024),

@@ -287,11 +287,19 @@ def _source() -> str:
     return str(settings.ATRIUM_COLLECTION_SOURCE)
 
 
-def _claim(cache: CollectionCache) -> bool:
-    """Claim the refresh of the cache in one UPDATE: True for the one worker that won it."""
+def _claim(cache: CollectionCache, *, force: bool) -> bool:
+    """Claim the refresh of the cache in one UPDATE: True for the one worker that won it. Unless
+    forced, the cache must still be stale as the database has it, not only as this worker last read
+    it: a refresh that finished meanwhile is not done twice."""
     now = timezone.now()
-    return bool(CollectionCache.objects.filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), pk=cache.pk)
-                .update(claimed_until=now + timedelta(seconds=CLAIM_SECONDS)))
+    claimable = CollectionCache.objects.filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), pk=cache.pk)
+    if not force:
+        claimable = claimable.filter(Q(fetched_at__isnull=True) | Q(fetched_at__lt=now - _ttl()))
+    return bool(claimable.update(claimed_until=now + timedelta(seconds=CLAIM_SECONDS)))
+
+
+def _ttl() -> timedelta:
+    return timedelta(seconds=settings.ATRIUM_COLLECTION_TTL_SECONDS)
 
 
 def collection_refresh(*, force: bool = True) -> CollectionCache:
@@ -300,7 +308,8 @@ def collection_refresh(*, force: bool = True) -> CollectionCache:
     cache, _ = CollectionCache.objects.get_or_create(source=_source())
     if not force and not cache_stale(cache):
         return cache
-    if not _claim(cache):
+    if not _claim(cache, force=force):
+        cache.refresh_from_db()  # as the winner left it, or is leaving it
         return cache
     try:
         files = source_read(cache.source)
@@ -331,8 +340,7 @@ def collection_refresh(*, force: bool = True) -> CollectionCache:
 
 
 def cache_stale(cache: CollectionCache) -> bool:
-    return cache.fetched_at is None or timezone.now() - cache.fetched_at > timedelta(
-        seconds=settings.ATRIUM_COLLECTION_TTL_SECONDS)
+    return cache.fetched_at is None or timezone.now() - cache.fetched_at > _ttl()
 
 
 def collection_cache(*, warnings: list[str]) -> CollectionCache:
@@ -344,7 +352,7 @@ def collection_cache(*, warnings: list[str]) -> CollectionCache:
     if cache.fetched_at is None:
         raise NotFound(f"The community collection could not be read from its source and nothing is cached: "
                        f"{cache.last_error or 'another worker is still reading it'}", code="collection_unavailable")
-    if cache.last_error and (cache.last_error_at or cache.fetched_at) >= cache.fetched_at:
+    if cache.last_error:  # a successful read clears it
         warnings.append(f"The collection source could not be read ({cache.last_error}); answering from the copy "
                         f"cached at {cache.fetched_at.isoformat()}.")
     return cache

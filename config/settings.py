@@ -106,6 +106,10 @@ if not ATRIUM_VAULT_KEYS:
 # Hosts that http_tools and webhook_tools may send requests to (exact names, or *.example.com for
 # its subdomains). Empty: none, so a fresh server reaches nothing on anyone's behalf.
 ATRIUM_HTTP_ALLOWED_HOSTS = env_list("ATRIUM_HTTP_ALLOWED_HOSTS")
+# The community collection: a directory, the URL of a collection-index.json (files beside it), or a
+# git repository (git+https://… or a path ending .git). The starter collection ships in collection/.
+ATRIUM_COLLECTION_SOURCE = os.environ.get("ATRIUM_COLLECTION_SOURCE", str(BASE_DIR / "collection"))
+ATRIUM_COLLECTION_TTL_SECONDS = int(os.environ.get("ATRIUM_COLLECTION_TTL_SECONDS", "3600"))
 ATRIUM_HTTP_TIMEOUT_SECONDS = float(os.environ.get("ATRIUM_HTTP_TIMEOUT_SECONDS", "20"))
 # capabilities_execute calls per user per minute; 0 turns the limit off.
 ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE = int(os.environ.get("ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE", "60"))
@@ -377,6 +381,8 @@ CELERY_BEAT_SCHEDULE = {
     "reap-scripts": {"task": "runs.tasks.scripts_reap", "schedule": 60.0},
     "reap-skill-executions": {"task": "integrations.tasks.executions_reap", "schedule": 60.0},
     "resend-model-steps": {"task": "runs.tasks.model_steps_resend", "schedule": 60.0},
+    "refresh-collection": {"task": "elements.tasks.collection_refresh",
+                           "schedule": float(os.environ.get("ATRIUM_COLLECTION_TTL_SECONDS", "3600"))},
     "fire-due-triggers": {"task": "workflows.tasks.triggers_fire_due",
                           "schedule": float(os.environ.get("ATRIUM_TRIGGER_TICK_SECONDS", "30"))},
 }

@@ -362,3 +362,48 @@ class CliApproval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.status})"
+
+
+class CollectionCache(models.Model):
+    """The community collection read from one source (settings.ATRIUM_COLLECTION_SOURCE), kept so
+    browsing, searching and installing work while the source is slow or out of reach."""
+
+    source = models.CharField(max_length=1000, unique=True)
+    fetched_at = models.DateTimeField(null=True, blank=True)
+    index = models.JSONField(default=dict, blank=True)  # collection-index.json as last read
+    etag = models.CharField(max_length=64, blank=True)  # SHA-256 of the files read, to skip rewriting unchanged rows
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    item_count = models.PositiveIntegerField(default=0)
+    total_bytes = models.PositiveBigIntegerField(default=0)
+    # A refresh claims the row by moving this forward in one UPDATE, so only one worker reads the source at once.
+    claimed_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.source
+
+
+class CollectionItem(models.Model):
+    """One file of the cached collection, with the fields browsing and searching read."""
+
+    cache = models.ForeignKey(CollectionCache, on_delete=models.CASCADE, related_name="items")
+    path = models.CharField(max_length=300)  # library/<type>/<file>
+    element_type = models.CharField(max_length=20)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    author = models.CharField(max_length=200, blank=True)
+    version = models.CharField(max_length=50, blank=True)
+    category = models.CharField(max_length=100, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    unique_id = models.CharField(max_length=200, blank=True)
+    created = models.CharField(max_length=40, blank=True)
+    size = models.PositiveIntegerField(default=0)
+    sha = models.CharField(max_length=64)
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["element_type", "name"]
+        constraints = [models.UniqueConstraint(fields=["cache", "path"], name="collection_item_path")]
+
+    def __str__(self) -> str:
+        return self.path

@@ -18,7 +18,7 @@ from django.db import connection
 
 from accounts.errors import DomainError, InvalidInput
 from accounts.selectors import audit_category
-from elements import ensembles, introspection, selectors, services, similarity, skill_format, templating
+from elements import collection, ensembles, introspection, selectors, services, similarity, skill_format, templating
 from elements.fields import clean_fields, split_params
 from elements.gatekeeper import POLICY_CHANGE, SETTINGS_CHANGE, Level, decide, matches
 from elements.mcpaql import ROUTES, Call, Endpoint, Param, operation
@@ -400,7 +400,8 @@ SEARCH_SCOPES = ("local", "github", "collection", "all")
 
 
 @operation("search", Endpoint.READ, "Unified search. Scope local searches your elements, collection the "
-           "elements curators published for the team, all both; github is not configured on this server.", params=(
+           "elements curators published for the team and the community collection (each result's origin: published "
+           "or community, with the path to install), all both; github is not configured on this server.", params=(
     Param("query", "string", True, "Search query ('*' with filters lists your elements)"),
     Param("scope", "string|array", False, "local (default), collection, all, github"),
     Param("type", "string", False, "Filter by element type"), PAGE, Param("limit", "number", False, "Page size"),
@@ -440,10 +441,32 @@ def search(call: Call) -> dict[str, Any]:
         total += count
         items += [{"type": e.element_type, "element_name": e.name, "description": e.description,
                    "source": source, "matchedIn": where,
-                   **({"author": e.author} if source == "collection" else {})} for e, where in found]
+                   **({"author": e.author, "origin": "published"} if source == "collection" else {})}
+                  for e, where in found]
+        if source == "collection":
+            community, count = _community_search(call, "" if text in ("", "*") else _search_text(call), element_type,
+                                                 page, size)
+            total += count
+            items += community
     data = {"results": items, "pagination": selectors.pagination(page, size, total), "query": text,
             "scopes": sources}
     return select_fields(data, call.params.get("fields"))
+
+
+def _community_search(call: Call, text: str, element_type: ElementType | None, page: int,
+                      size: int) -> tuple[list[dict[str, Any]], int]:
+    """One page of the community collection's matches, beside the elements curators published: scope
+    collection reads both, each result's origin saying which."""
+    try:
+        cache = collection.collection_cache(warnings=call.warnings)
+    except DomainError as exc:
+        call.warnings.append(exc.message)
+        return [], 0
+    found = sorted(collection.items_matching(cache, text=text, element_type=element_type),
+                   key=lambda m: (-m[2], m[0].name.lower()))
+    return [{"type": item.element_type, "element_name": item.name, "description": item.description,
+             "source": "collection", "origin": "community", "path": item.path, "matchedIn": where,
+             "author": item.author} for item, where, _ in found[(page - 1) * size: page * size]], len(found)
 
 
 @operation("search_portfolio", Endpoint.READ, "Search your portfolio by name, keywords or tags.", params=(
@@ -759,4 +782,5 @@ def confirm_operation(call: Call) -> dict[str, Any]:
 
 import elements.agent_operations  # noqa: E402
 import elements.cli_operations  # noqa: E402
+import elements.collection_operations  # noqa: E402
 import elements.dangerzone_operations  # noqa: E402,F401

@@ -135,8 +135,10 @@ def test_the_sdk_client_runs_every_element_operation(live_atrium):
 
     from elements.mcpaql import ROUTES
     from tests.live.test_live_agents import AGENT_OPERATIONS
+    from tests.live.test_live_github_auth import GITHUB_OPERATIONS
 
-    # The agent lifecycle has its own walk (tests/live/test_live_agents.py).
-    assert set(ROUTES) - set(AGENT_OPERATIONS) == set(seen)
+    # The agent lifecycle and GitHub sign-in have their own walks (tests/live/test_live_agents.py,
+    # tests/live/test_live_github_auth.py).
+    assert set(ROUTES) - set(AGENT_OPERATIONS) - GITHUB_OPERATIONS == set(seen)
     assert set(Element.objects.filter(owner=alice.user).values_list("name", flat=True)) == {
         "reviewer", "debugging", "greeting", "notes", "team", "helper", "deploys"}

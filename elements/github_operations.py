@@ -19,7 +19,7 @@ def _pending(row: GitHubAuth) -> dict[str, Any]:
 
 def _status(row: GitHubAuth | None) -> dict[str, Any]:
     connected = row is not None and row.state == GitHubAuth.State.CONNECTED
-    data: dict[str, Any] = {"authenticated": connected, "username": row.login or None if connected else None,
+    data: dict[str, Any] = {"authenticated": connected, "username": (row.login or None) if connected else None,
                             "scopes": list(row.scopes) if connected else [],
                             "state": row.state if row is not None else GitHubAuth.State.NONE}
     if connected:

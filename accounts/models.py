@@ -130,3 +130,40 @@ class RedeemedCode(models.Model):
 
     def __str__(self) -> str:
         return f"code {self.digest[:8]}… redeemed {self.redeemed_at:%Y-%m-%d %H:%M:%S}"
+
+
+class GitHubAuth(models.Model):
+    """A user's GitHub sign-in by the OAuth device flow (RFC 8628): the flow under way, then the
+    token it earned. The token and the device code are sealed with the vault's keys (integrations.crypto)."""
+
+    class State(models.TextChoices):
+        NONE = "none", "Not connected"  # a row holding only the user's own client id
+        PENDING = "pending", "Waiting for the user"
+        CONNECTED = "connected", "Connected"
+        DENIED = "denied", "Denied"
+        EXPIRED = "expired", "Expired"
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="github_auth")
+    # The user's own OAuth app (configure_oauth); empty means the server's ATRIUM_GITHUB_CLIENT_ID.
+    client_id = models.CharField(max_length=64, blank=True)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.NONE)
+    sealed_token = models.TextField(blank=True)
+    login = models.CharField(max_length=100, blank=True)
+    scopes = models.JSONField(default=list, blank=True)
+    user_code = models.CharField(max_length=32, blank=True)
+    verification_uri = models.CharField(max_length=300, blank=True)
+    sealed_device_code = models.TextField(blank=True)
+    interval = models.PositiveIntegerField(default=5)
+    started_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+    polls = models.PositiveIntegerField(default=0)
+    connected_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=300, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "GitHub sign-in"
+
+    def __str__(self) -> str:
+        return f"{self.user} on GitHub: {self.state}{f' as {self.login}' if self.login else ''}"

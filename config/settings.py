@@ -119,6 +119,14 @@ ATRIUM_PERMISSION_PROMPTS_PER_MINUTE = int(os.environ.get("ATRIUM_PERMISSION_PRO
 # How long a connect URL from the vault stays usable.
 ATRIUM_VAULT_CONNECT_MINUTES = int(os.environ.get("ATRIUM_VAULT_CONNECT_MINUTES", "30"))
 
+# GitHub sign-in (the OAuth device flow): the web and API bases (a GitHub Enterprise Server, or a
+# fake in tests), the OAuth app users sign in through unless they configure their own, and the
+# scopes asked for.
+ATRIUM_GITHUB_URL = os.environ.get("ATRIUM_GITHUB_URL", "https://github.com").rstrip("/")
+ATRIUM_GITHUB_API_URL = os.environ.get("ATRIUM_GITHUB_API_URL", "https://api.github.com").rstrip("/")
+ATRIUM_GITHUB_CLIENT_ID = os.environ.get("ATRIUM_GITHUB_CLIENT_ID", "").strip()
+ATRIUM_GITHUB_SCOPES = os.environ.get("ATRIUM_GITHUB_SCOPES", "repo read:user").strip()
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from typing import Any
+from urllib.parse import parse_qs
 
 from tests.actions import FakeServer, Received, Reply, json_reply
 
@@ -46,3 +47,51 @@ class FakeCompletions:
 
     def bodies(self) -> list[dict[str, Any]]:
         return [json.loads(r.body) for r in self.requests]
+
+
+GITHUB_TOKEN = "gho_fakeTokenForTests0123456789abcdefXYZ"
+GITHUB_DEVICE_CODE = "3584d83530557fdd1f46af8289938c8ef79f9dc5"
+GITHUB_CLIENT_ID = "Ov23liFakeClient0001"
+
+
+class FakeGitHub:
+    """GitHub's device flow and /user on loopback. Each token request is answered with the next of
+    `answers` (error names such as authorization_pending, or "granted" for the token); past the
+    script it keeps answering the last one. `interval` and `expires_in` are what the device code
+    answer says."""
+
+    def __init__(self, server: FakeServer, *, interval: int = 0, expires_in: int = 900) -> None:
+        self.server = server
+        self.url = server.url
+        self.interval, self.expires_in = interval, expires_in
+        self.answers: deque[str] = deque(["granted"])
+        self.device_code_requests = 0
+        self.token_requests: list[dict[str, list[str]]] = []
+        server.route("POST", "/login/device/code", self._device_code)
+        server.route("POST", "/login/oauth/access_token", self._token)
+        server.route("GET", "/user", self._user)
+
+    def script(self, *answers: str) -> None:
+        self.answers = deque(answers)
+
+    def _device_code(self, request: Received) -> Reply:
+        self.device_code_requests += 1
+        form = parse_qs(request.body.decode())
+        if form.get("client_id", [""])[0] == "Iv1.0000000000000bad":
+            return json_reply({"error": "unauthorized_client"}, status=400)
+        return json_reply({"device_code": GITHUB_DEVICE_CODE, "user_code": "WDJB-MJHT",
+                           "verification_uri": "https://github.com/login/device", "expires_in": self.expires_in,
+                           "interval": self.interval})
+
+    def _token(self, request: Received) -> Reply:
+        form = parse_qs(request.body.decode())
+        self.token_requests.append(form)
+        answer = self.answers.popleft() if len(self.answers) > 1 else self.answers[0]
+        if answer != "granted":
+            return json_reply({"error": answer, "error_description": answer.replace("_", " ")})
+        return json_reply({"access_token": GITHUB_TOKEN, "token_type": "bearer", "scope": "repo,read:user"})
+
+    def _user(self, request: Received) -> Reply:
+        if request.headers.get("authorization") != f"Bearer {GITHUB_TOKEN}":
+            return json_reply({"message": "Bad credentials"}, status=401)
+        return json_reply({"login": "octo-alice", "id": 1})

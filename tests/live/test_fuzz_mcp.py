@@ -388,10 +388,12 @@ def fuzzed_server(transactional_db, tmp_path):
     """A hosted server without the per-token call limit, the capability execution limit or the
     permission_prompt limit: the fuzzer makes thousands of calls with one token, and the limits are
     tested on their own (tests/live/test_live_limits.py, tests/test_capability_execute.py,
-    tests/test_cli_permissions.py). Its actions reach no host but loopback, and mail goes to its log."""
+    tests/test_cli_permissions.py). Its actions and GitHub sign-in reach no host but loopback, and mail
+    goes to its log."""
     with serve(tmp_path, CELERY_BROKER_URL="", ATRIUM_TOOL_CALLS_PER_MINUTE="0",
                ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE="0", ATRIUM_PERMISSION_PROMPTS_PER_MINUTE="0",
-               ATRIUM_HTTP_ALLOWED_HOSTS="", EMAIL_HOST="") as server:
+               ATRIUM_HTTP_ALLOWED_HOSTS="", EMAIL_HOST="", ATRIUM_GITHUB_URL="http://127.0.0.1:9",
+               ATRIUM_GITHUB_API_URL="http://127.0.0.1:9") as server:
         yield server
 
 

@@ -230,7 +230,10 @@ def test_the_collection_scope_finds_what_curators_published(alice, bob, portfoli
         ("shared-debugging", "collection", "bob")]
     assert {(r["element_name"], r["source"]) for r in everything["results"]} == {
         ("my-debugging", "local"), ("shared-debugging", "collection")}
-    assert [r["element_name"] for r in listed["results"]] == ["shared-debugging"]
+    # "*" lists the whole collection: what curators published, then the community collection's items.
+    assert [(r["element_name"], r["origin"]) for r in listed["results"]][:1] == [("shared-debugging", "published")]
+    assert {r["origin"] for r in listed["results"][1:]} == {"community"}
+    assert "private-debugging" not in {r["element_name"] for r in listed["results"]}
     assert "not configured" in aql.fails("mcp_aql_read", "search", query="x", scope="github")
 
 

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from accounts import cache_stats
 from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
 from accounts.models import AuditEvent, McpSession, PersonalToken, Scope
@@ -70,9 +71,11 @@ def mcp_session_find(*, caller: Caller, session_id: str) -> McpSession | None:
     must not let one user ride on another's connection.
     """
     idle = timezone.now() - timedelta(days=settings.ATRIUM_MCP_SESSION_IDLE_DAYS)
-    return McpSession.objects.filter(
+    session = McpSession.objects.filter(
         pk=session_id, user=caller.user, closed_at__isnull=True, last_seen_at__gte=idle
     ).first()
+    cache_stats.record("sessions", hit=session is not None)
+    return session
 
 
 SECURITY_ACTIONS = ("token", "oauth", "gatekeeper")

@@ -148,6 +148,7 @@ INSTALLED_APPS = [
     "runs",
     "docs_kb",
     "integrations",
+    "console",
 ]
 
 MIDDLEWARE = [

@@ -29,6 +29,7 @@ urlpatterns = [
     path("docs/", include("docs_kb.urls")),
     path("vault/", include("integrations.urls")),
     path("approvals/", include("elements.approval_urls")),
+    path("", include("console.urls")),
     path("accounts/", include("allauth.urls")),
     path("api/", include("accounts.urls")),
     path("api/agent-executions/", include("elements.execution_urls")),

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts import cache_stats
 from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
 from elements.models import CollectionCache, CollectionItem, Element
@@ -346,7 +347,9 @@ def cache_stale(cache: CollectionCache) -> bool:
 def collection_cache(*, warnings: list[str]) -> CollectionCache:
     """The cache to answer from, refreshed first when it is stale. A source out of reach answers from
     the cached copy with a warning; with nothing cached, that is an error."""
+    asked = timezone.now()
     cache = collection_refresh(force=False)
+    cache_stats.record("collection", hit=cache.fetched_at is not None and cache.fetched_at < asked)
     if cache.fetched_at is None and cache.claimed_until is not None:
         cache = _await_first_fill(cache)
     if cache.fetched_at is None:

@@ -783,5 +783,6 @@ def confirm_operation(call: Call) -> dict[str, Any]:
 import elements.agent_operations  # noqa: E402
 import elements.cli_operations  # noqa: E402
 import elements.collection_operations  # noqa: E402
+import elements.console_operations  # noqa: E402
 import elements.dangerzone_operations  # noqa: E402
 import elements.github_operations  # noqa: E402,F401

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from console import views
+
+app_name = "console"
+
+# The pages the deep links of console.links land on.
+urlpatterns = [
+    path("portfolio/", views.portfolio, name="portfolio"),
+    path("logs/", views.logs, name="logs"),
+    path("metrics/", views.metrics, name="metrics"),
+    path("connect/", views.connect, name="connect"),
+]

@@ -1,0 +1,141 @@
+"""The web console's pages, for the signed-in user: their portfolio, their activity log, their
+metrics and how to connect a client. Each page reads what an MCP operation reads, through the same
+selectors, and accepts the deep-link parameters of console.links."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from accounts.caller import Caller
+from accounts.errors import DomainError, InvalidInput
+from accounts.selectors import audit_category
+from console.links import MAX_REFRESH_SECONDS, MAX_TEXT, since_parse
+from elements import selectors
+from elements.models import AgentExecution
+from elements.types import ElementType, element_type_parse
+from runs.models import Run
+
+PAGE_SIZE = 50
+LOG_PAGE = 100
+METRICS_DEFAULT_SINCE = "24h"
+
+
+def _caller(request: HttpRequest) -> Caller:
+    return Caller.trusted(request.user, via="web")
+
+
+def _text(request: HttpRequest, key: str) -> str:
+    value = request.GET.get(key, "").strip()
+    if len(value) > MAX_TEXT:
+        raise InvalidInput(f"{key} is at most {MAX_TEXT} characters.", code="invalid_parameter")
+    return value
+
+
+def _page(request: HttpRequest) -> int:
+    value = request.GET.get("page", "1")
+    return int(value) if value.isdigit() and 0 < int(value) < 10_000 else 1
+
+
+@never_cache
+@login_required
+@require_GET
+def portfolio(request: HttpRequest) -> HttpResponse:
+    """Elements by type with a search box; with type and name, that element."""
+    context: dict[str, Any] = {"types": list(ElementType), "q": "", "type": "", "error": ""}
+    try:
+        q, type_text, name = _text(request, "q"), _text(request, "type"), _text(request, "name")
+        element_type = element_type_parse(type_text) if type_text else None
+        context.update(q=q, type=element_type.value if element_type else "")
+        if name:
+            return _element(request, element_type, name, context)
+        page = _page(request)
+        if q:
+            found, total = selectors.element_search(caller=_caller(request), text=q, element_type=element_type,
+                                                    page=page, page_size=PAGE_SIZE)
+            elements = [element for element, _ in found]
+        else:
+            elements, total = selectors.element_page(caller=_caller(request), query=selectors.ListQuery(
+                element_type=element_type, page=page, page_size=PAGE_SIZE))
+    except DomainError as exc:
+        context["error"] = exc.message
+        return render(request, "console/portfolio.html", context, status=exc.http_status)
+    context.update(elements=elements, total=total, page=page, has_next=page * PAGE_SIZE < total,
+                   has_previous=page > 1)
+    return render(request, "console/portfolio.html", context)
+
+
+def _element(request: HttpRequest, element_type: ElementType | None, name: str,
+             context: dict[str, Any]) -> HttpResponse:
+    try:
+        element = selectors.element_find(caller=_caller(request), name=name, element_type=element_type)
+    except DomainError as exc:
+        context.update(error=exc.message, name=name)
+        return render(request, "console/element.html", context, status=exc.http_status)
+    entries = selectors.memory_entries(memory=element) if element.element_type == ElementType.MEMORY else []
+    context.update(element=element, entries=entries[:PAGE_SIZE], entry_count=len(entries),
+                   active=any(e.pk == element.pk for e in selectors.active_elements(caller=_caller(request))))
+    return render(request, "console/element.html", context)
+
+
+@never_cache
+@login_required
+@require_GET
+def logs(request: HttpRequest) -> HttpResponse:
+    """The user's audit trail: the same query as query_logs."""
+    filters = {"level": "debug", "category": "all", "source": "", "q": "", "since": ""}
+    context: dict[str, Any] = {"levels": selectors.LOG_LEVELS, "categories": selectors.LOG_CATEGORIES,
+                               "filters": filters, "error": ""}
+    try:
+        filters.update({key: _text(request, key) or default for key, default in filters.items()})
+        since = since_parse(filters["since"]) if filters["since"] else None
+        events = selectors.log_entries(caller=_caller(request), category=filters["category"], level=filters["level"],
+                                       source=filters["source"], text=filters["q"], since=since)
+        page = _page(request)
+        rows = list(events[(page - 1) * LOG_PAGE: page * LOG_PAGE + 1])
+    except DomainError as exc:
+        context["error"] = exc.message
+        return render(request, "console/logs.html", context, status=exc.http_status)
+    context.update(entries=[{"event": e, "category": audit_category(e.action)} for e in rows[:LOG_PAGE]],
+                   page=page, has_next=len(rows) > LOG_PAGE, has_previous=page > 1)
+    return render(request, "console/logs.html", context)
+
+
+@never_cache
+@login_required
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Counts over a window: the user's writes by action and source, runs and agent executions by status."""
+    context: dict[str, Any] = {"since": METRICS_DEFAULT_SINCE, "refresh": 0, "error": ""}
+    try:
+        since_text = _text(request, "since") or METRICS_DEFAULT_SINCE
+        since = since_parse(since_text)
+        refresh = request.GET.get("refresh", "0")
+        if not refresh.isdigit() or int(refresh) > MAX_REFRESH_SECONDS:
+            raise InvalidInput(f"refresh is a number of seconds from 0 to {MAX_REFRESH_SECONDS}.",
+                               code="invalid_parameter")
+    except DomainError as exc:
+        context["error"] = exc.message
+        return render(request, "console/metrics.html", context, status=exc.http_status)
+    events = list(selectors.log_entries(caller=_caller(request), since=since).values_list("action", "via"))
+    runs = Counter(Run.objects.filter(owner=request.user, started_at__gt=since).values_list("status", flat=True))
+    executions = Counter(AgentExecution.objects.filter(owner=request.user, started_at__gt=since)
+                         .values_list("status", flat=True))
+    context.update(since=since_text, since_at=since, refresh=int(refresh), total=len(events),
+                   by_action=Counter(a for a, _ in events).most_common(20),
+                   by_source=Counter(v for _, v in events).most_common(),
+                   runs=sorted(runs.items()), executions=sorted(executions.items()),
+                   )
+    return render(request, "console/metrics.html", context)
+
+
+@login_required
+@require_GET
+def connect(request: HttpRequest) -> HttpResponse:
+    return render(request, "console/connect.html", {})

@@ -554,11 +554,21 @@ def oauth_callback_complete(*, caller: Caller, state: str, code: str) -> Connect
 
 # Key rotation.
 
-SEALED_COLUMNS: tuple[tuple[type, str, str], ...] = (
-    (Connection, "sealed_credentials", "connection credentials"),
-    (ConnectRequest, "sealed_verifier", "PKCE verifiers"),
-    (Integration, "sealed_client_secret", "OAuth client secrets"),
-)
+def sealed_columns() -> tuple[tuple[type, str, str], ...]:
+    """Every column sealed with the vault's keys, in every app: (model, column, what it holds)."""
+    from accounts.models import GitHubAuth
+    from elements.models import VerificationChallenge
+    from workflows.models import Trigger
+
+    return (
+        (Connection, "sealed_credentials", "connection credentials"),
+        (ConnectRequest, "sealed_verifier", "PKCE verifiers"),
+        (Integration, "sealed_client_secret", "OAuth client secrets"),
+        (Trigger, "sealed_secret", "webhook signing secrets"),
+        (GitHubAuth, "sealed_token", "GitHub tokens"),
+        (GitHubAuth, "sealed_device_code", "GitHub device codes"),
+        (VerificationChallenge, "sealed_code", "verification codes"),
+    )
 
 
 def vault_reseal(*, batch_size: int = 200) -> dict[str, int]:
@@ -568,7 +578,7 @@ def vault_reseal(*, batch_size: int = 200) -> dict[str, int]:
     row meanwhile is neither lost nor overwritten with the old secret; a batch that is interrupted
     leaves the ones before it done, and running again finishes the rest."""
     counts: dict[str, int] = {}
-    for model, column, label in SEALED_COLUMNS:
+    for model, column, label in sealed_columns():
         counts[label] = 0
         pks = list(model.objects.exclude(**{column: ""}).order_by("pk").values_list("pk", flat=True))
         for start in range(0, len(pks), batch_size):

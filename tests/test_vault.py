@@ -3,6 +3,7 @@ against each scheme's fields, first-party confirmation, the connect page, key ro
 Charlie never seeing or using Alice's connections."""
 
 import json
+import uuid
 from datetime import timedelta
 from io import StringIO
 from urllib.parse import urlsplit
@@ -16,12 +17,15 @@ from django.utils import timezone
 
 from accounts.caller import Caller
 from accounts.errors import DomainError, InvalidInput, NotFound
-from accounts.models import AuditEvent
+from accounts.models import AuditEvent, GitHubAuth
+from elements.models import VerificationChallenge
 from integrations import vault
 from integrations.crypto import SealBroken, new_key, seal, unseal
 from integrations.models import Connection, ConnectRequest, Integration, Skill
 from tests.conftest import Member, hidden_inputs
+from tests.playbook_helpers import playbook_make
 from tests.test_element_concurrency import THREADS, in_threads
+from workflows.models import Trigger
 
 pytestmark = pytest.mark.django_db
 
@@ -445,6 +449,13 @@ def test_vault_rotate_reseals_every_sealed_column_under_the_first_key(alice, cat
     link = ConnectRequest.objects.create(user=alice.user, integration=catalogue["github_tools"],
                                          sealed_verifier=seal("verifier-1234"),
                                          expires_at=timezone.now() + timedelta(minutes=5))
+    trigger = Trigger.objects.create(playbook=playbook_make(alice.user), owner=alice.user, kind="webhook",
+                                     sealed_secret=seal("whsec-1234"))
+    github = GitHubAuth.objects.create(user=alice.user, state="connected", sealed_token=seal("gho_token1234"),
+                                       sealed_device_code=seal("device-1234"))
+    challenge = VerificationChallenge.objects.create(
+        id=uuid.uuid4(), owner=alice.user, kind="verification", agent_name="triager", reason="Check.",
+        sealed_code=seal("ABC123"), expires_at=timezone.now() + timedelta(minutes=5))
     before = {c.pk: c.sealed_credentials for c in Connection.objects.all()}
     settings.ATRIUM_VAULT_KEYS = [new, old]
 
@@ -462,6 +473,12 @@ def test_vault_rotate_reseals_every_sealed_column_under_the_first_key(alice, cat
     assert unseal(raw_sealed("integrations_connectrequest", "sealed_verifier", link.pk)) == "verifier-1234"
     assert unseal(raw_sealed("integrations_integration", "sealed_client_secret", "github_tools")) == (
         "client-secret-9999")
+    for label in ("webhook signing secrets", "GitHub tokens", "GitHub device codes", "verification codes"):
+        assert f"Resealed 1 {label}." in out.getvalue()
+    assert unseal(raw_sealed("workflows_trigger", "sealed_secret", trigger.pk)) == "whsec-1234"
+    assert unseal(raw_sealed("accounts_githubauth", "sealed_token", github.pk)) == "gho_token1234"
+    assert unseal(raw_sealed("accounts_githubauth", "sealed_device_code", github.pk)) == "device-1234"
+    assert unseal(raw_sealed("elements_verificationchallenge", "sealed_code", challenge.pk.hex)) == "ABC123"
 
 
 def test_vault_rotate_without_the_old_key_stops_and_says_which_row(alice, catalogue, settings):

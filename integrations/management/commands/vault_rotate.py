@@ -11,8 +11,9 @@ from integrations.vault import vault_reseal
 
 
 class Command(BaseCommand):
-    help = ("Reseal every connection's credentials, every PKCE verifier and every OAuth client secret under the "
-            "first key in ATRIUM_VAULT_KEYS, so the keys after it can be dropped.")
+    help = ("Reseal every sealed secret (connection credentials, PKCE verifiers, OAuth client secrets, webhook "
+            "signing secrets, GitHub tokens and device codes, verification codes) under the first key in "
+            "ATRIUM_VAULT_KEYS, so the keys after it can be dropped.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--batch-size", type=int, default=200,

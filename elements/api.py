@@ -463,18 +463,23 @@ class ElementDetailView(ElementsApiView):
 
 # --- search --------------------------------------------------------------------------------
 
+class PageSerializer(serializers.Serializer):
+    """page and pageSize of a listing's query, with their defaults: the fields other filters extend."""
+
+    page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=1)
+    pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE,
+                                        default=DEFAULT_PAGE_SIZE)
+
+
 class ElementSearchView(ElementsApiView):
     required_scope = {"GET": READ}
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(PageSerializer):
         class Meta:
             ref_name = "ElementSearchFilter"
 
         q = serializers.CharField(max_length=MAX_QUERY_TEXT, help_text="Words to find (all of them)")
         type = serializers.CharField(required=False, help_text="Only this element type")
-        page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=1)
-        pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE,
-                                            default=DEFAULT_PAGE_SIZE)
 
     class OutputSerializer(serializers.Serializer):
         class Meta:

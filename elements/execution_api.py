@@ -15,10 +15,10 @@ from rest_framework.response import Response
 from accounts.api import error_responses
 from accounts.authentication import caller_from_request
 from elements import agents
-from elements.api import READ, ElementsApiView, IsoDateTimeField, PaginationSerializer
+from elements.api import READ, ElementsApiView, IsoDateTimeField, PageSerializer, PaginationSerializer
 from elements.models import AgentExecution
 from elements.selectors import pagination
-from elements.types import DEFAULT_PAGE_SIZE, MAX_NAME_LENGTH, MAX_PAGE, MAX_PAGE_SIZE
+from elements.types import MAX_NAME_LENGTH
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -96,15 +96,12 @@ GOAL_PARAM = OpenApiParameter("goal_id", OpenApiTypes.STR, OpenApiParameter.PATH
 class ExecutionListView(ElementsApiView):
     required_scope = {"GET": READ}
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(PageSerializer):
         class Meta:
             ref_name = "AgentExecutionFilter"
 
         agent = serializers.CharField(required=False, max_length=MAX_NAME_LENGTH, help_text="Only this agent's")
         status = serializers.ChoiceField(choices=AgentExecution.Status.choices, required=False)
-        page = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, default=1)
-        pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE,
-                                            default=DEFAULT_PAGE_SIZE)
 
     class OutputSerializer(serializers.Serializer):
         class Meta:

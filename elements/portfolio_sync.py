@@ -524,7 +524,7 @@ def element_compare(*, caller: Caller, key: Key) -> dict[str, Any]:
     if item.local is None and item.remote is None:
         raise NotFound(f"No {key[0]} named '{key[1]}' locally or in the portfolio repository.",
                        code="element_not_found")
-    if item.same:
+    if item.same or not (item.local_changed or item.remote_changed):
         state = "in_sync"
     elif item.local_changed and item.remote_changed:
         state = "conflict"

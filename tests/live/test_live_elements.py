@@ -137,9 +137,12 @@ def test_the_sdk_client_runs_every_element_operation(live_atrium):
     from tests.live.test_live_agents import AGENT_OPERATIONS
     from tests.live.test_live_collection import COLLECTION_OPERATIONS
     from tests.live.test_live_github_auth import GITHUB_OPERATIONS
+    from tests.live.test_live_portfolio_sync import PORTFOLIO_OPERATIONS
 
-    # The agent lifecycle, the community collection and GitHub sign-in have walks of their own
-    # (test_live_agents.py, test_live_collection.py, test_live_github_auth.py).
-    assert set(ROUTES) - set(AGENT_OPERATIONS) - set(COLLECTION_OPERATIONS) - set(GITHUB_OPERATIONS) == set(seen)
+    # The agent lifecycle, the community collection, GitHub sign-in and portfolio sync have walks of
+    # their own (test_live_agents.py, test_live_collection.py, test_live_github_auth.py,
+    # test_live_portfolio_sync.py).
+    assert set(ROUTES) - set(AGENT_OPERATIONS) - set(COLLECTION_OPERATIONS) - set(GITHUB_OPERATIONS) - set(
+        PORTFOLIO_OPERATIONS) == set(seen)
     assert set(Element.objects.filter(owner=alice.user).values_list("name", flat=True)) == {
         "reviewer", "debugging", "greeting", "notes", "team", "helper", "deploys"}

@@ -427,8 +427,9 @@ class PortfolioRemote(models.Model):
     last_synced_at = models.DateTimeField(null=True, blank=True)
     last_sync_direction = models.CharField(max_length=4, blank=True)
     # Set in one conditional UPDATE by the first change after a push, cleared by the push task: at
-    # most one auto-sync push is queued per user however many changes are made meanwhile.
-    push_queued = models.BooleanField(default=False)
+    # most one auto-sync push is queued per user however many changes are made meanwhile (one
+    # queued long ago counts as lost, so a worker that died does not stop auto-sync for good).
+    push_queued_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)

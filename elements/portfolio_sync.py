@@ -20,12 +20,14 @@ import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import PurePosixPath
 from typing import Any
 
 import httpx
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.caller import Caller
@@ -51,6 +53,7 @@ DIRECTIONS = ("push", "pull")
 MODES = ("additive", "mirror", "backup")
 MAX_LISTED_IN_MESSAGE = 20
 MAX_DIFF_LINES = 400
+LOST_PUSH_SECONDS = 600
 
 Key = tuple[str, str]  # (element_type, name)
 
@@ -101,19 +104,17 @@ def _login(user: User) -> str:
     return GitHubAuth.objects.filter(user=user).values_list("login", flat=True).first() or ""
 
 
-def _remote_locked(user: User) -> PortfolioRemote | None:
-    return PortfolioRemote.objects.select_for_update().filter(user=user).first()
-
-
 @transaction.atomic
 def portfolio_init(*, caller: Caller, repository_name: object = None, private: bool = False,
                    description: str = "") -> tuple[PortfolioRemote, bool]:
     """Create the portfolio repository on GitHub, or adopt the caller's existing one of that name, and
     record it. Answers (remote, created on GitHub)."""
     token = _token(caller.user)
-    remote = _remote_locked(caller.user)
-    name = repository_name_check(repository_name if repository_name is not None
-                                 else (remote.repository if remote is not None else None))
+    # The row first (portfolio_config may have made it already), then its lock: two concurrent inits
+    # of one user then run one after the other instead of both inserting.
+    PortfolioRemote.objects.get_or_create(user=caller.user, defaults={"repository": DEFAULT_REPOSITORY})
+    remote = PortfolioRemote.objects.select_for_update().get(user=caller.user)
+    name = repository_name_check(repository_name if repository_name is not None else remote.repository)
     if len(description) > MAX_DESCRIPTION:
         raise InvalidInput(f"description is at most {MAX_DESCRIPTION} characters.", code="invalid_parameter")
     status, answer = _api("POST", "/user/repos", token, {
@@ -137,16 +138,13 @@ def portfolio_init(*, caller: Caller, repository_name: object = None, private: b
               "html_url": str(answer.get("html_url") or "")[:500],
               "default_branch": str(answer.get("default_branch") or "main")[:255],
               "private": bool(answer.get("private", private)), "last_error": ""}
-    if remote is None:
-        remote = PortfolioRemote.objects.create(user=caller.user, **values)
-    else:
-        if (remote.owner, remote.repository, remote.clone_url) != (owner, name, clone_url):
-            # Another repository: what was synced with the old one says nothing about this one.
-            remote.bases.all().delete()
-            remote.last_synced_commit, remote.last_synced_at, remote.last_sync_direction = "", None, ""
-        for key, value in values.items():
-            setattr(remote, key, value)
-        remote.save()
+    if (remote.owner, remote.repository, remote.clone_url) != (owner, name, clone_url):
+        # Another repository: what was synced with the old one says nothing about this one.
+        remote.bases.all().delete()
+        remote.last_synced_commit, remote.last_synced_at, remote.last_sync_direction = "", None, ""
+    for key, value in values.items():
+        setattr(remote, key, value)
+    remote.save()
     audit_record(caller=caller, action="portfolio.init", target=f"{owner}/{name}",
                  detail={"created": created, "private": remote.private})
     return remote, created
@@ -614,11 +612,15 @@ def portfolio_configure(*, caller: Caller, auto_sync: bool | None = None, auto_s
 def auto_sync_queue(owner_id: int) -> None:
     """After a change to a user's elements has committed: queue one push of their portfolio if they
     turned auto_sync on and none is queued yet. The conditional UPDATE is the claim, so however many
-    changes land at once, one push is queued; the push clears the flag before it reads the elements."""
+    changes land at once, one push is queued; the push clears the mark before it reads the elements."""
     from elements.tasks import portfolio_auto_push
 
-    queued = (PortfolioRemote.objects.filter(user_id=owner_id, auto_sync=True, push_queued=False)
-              .exclude(clone_url="").update(push_queued=True))
+    now = timezone.now()
+    # A push queued this long ago was lost (its worker died before it ran): queue another.
+    lost = now - timedelta(seconds=settings.ATRIUM_PORTFOLIO_AUTO_SYNC_DELAY_SECONDS + LOST_PUSH_SECONDS)
+    queued = (PortfolioRemote.objects.filter(Q(push_queued_at__isnull=True) | Q(push_queued_at__lt=lost),
+                                             user_id=owner_id, auto_sync=True)
+              .exclude(clone_url="").update(push_queued_at=now))
     if not queued:
         return
     try:
@@ -628,13 +630,13 @@ def auto_sync_queue(owner_id: int) -> None:
     except Exception:
         # Without a broker the push ran here and this is its own failure; with one, the broker's.
         # Either way the next change queues again.
-        PortfolioRemote.objects.filter(user_id=owner_id).update(push_queued=False)
+        PortfolioRemote.objects.filter(user_id=owner_id).update(push_queued_at=None)
         log.exception("Portfolio auto-sync of user %s was not queued", owner_id)
 
 
 def auto_push(*, user_id: int) -> dict[str, Any] | None:
     """The queued push of a user's portfolio (additive, never forced: conflicts are left and recorded)."""
-    if not PortfolioRemote.objects.filter(user_id=user_id, push_queued=True).update(push_queued=False):
+    if not PortfolioRemote.objects.filter(user_id=user_id, push_queued_at__isnull=False).update(push_queued_at=None):
         return None
     user = User.objects.filter(pk=user_id).first()
     if user is None:

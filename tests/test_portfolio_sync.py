@@ -5,10 +5,12 @@ no answer carries."""
 import io
 import json
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 from dulwich.object_store import commit_tree_changes
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
@@ -576,7 +578,7 @@ def test_with_auto_sync_each_change_is_pushed_once_it_commits(alice, alice_p, gi
 
     assert "description: Debugs" in files(github.bare)["skills/debugging.md"]
     assert len(history(github.bare)) == 2
-    assert PortfolioRemote.objects.get(user=alice.user).push_queued is False
+    assert PortfolioRemote.objects.get(user=alice.user).push_queued_at is None
 
 
 @pytest.mark.django_db
@@ -592,9 +594,14 @@ def test_auto_sync_queues_one_push_however_many_changes_are_made_before_it_runs(
     for _ in range(5):
         portfolio_sync.auto_sync_queue(alice.user.pk)
     assert sent == [(alice.user.pk,)]
-    portfolio_sync.auto_push(user_id=alice.user.pk)  # the task runs, and clears the flag first
+    portfolio_sync.auto_push(user_id=alice.user.pk)  # the task runs, and clears the mark first
+    portfolio_sync.auto_sync_queue(alice.user.pk)
     portfolio_sync.auto_sync_queue(alice.user.pk)
     assert len(sent) == 2
+    # A push queued long ago whose worker died is not waited for forever.
+    PortfolioRemote.objects.filter(user=alice.user).update(push_queued_at=timezone.now() - timedelta(hours=1))
+    portfolio_sync.auto_sync_queue(alice.user.pk)
+    assert len(sent) == 3
 
 
 @pytest.mark.django_db
@@ -607,7 +614,7 @@ def test_without_auto_sync_a_change_queues_nothing(alice, alice_p, github, monke
 
     portfolio_sync.auto_sync_queue(alice.user.pk)
 
-    assert sent == [] and PortfolioRemote.objects.get(user=alice.user).push_queued is False
+    assert sent == [] and PortfolioRemote.objects.get(user=alice.user).push_queued_at is None
 
 
 # --- search -------------------------------------------------------------------------------------

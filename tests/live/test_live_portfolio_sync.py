@@ -83,5 +83,5 @@ def test_the_sdk_client_syncs_a_portfolio_with_a_fake_github(tmp_path, fake_serv
     assert "description: Alice's" in files(fake.bare)["personas/reviewer.md"]
     assert history(fake.bare)[0].startswith("Atrium: add skill 'auto'")
     assert Element.objects.get(owner=alice.user, name="Git Bisect").tags == ["git"]
-    assert PortfolioRemote.objects.get(user=alice.user).push_queued is False
+    assert PortfolioRemote.objects.get(user=alice.user).push_queued_at is None
     assert GITHUB_TOKEN not in json.dumps(answers) + log

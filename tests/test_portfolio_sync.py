@@ -731,3 +731,29 @@ def test_twenty_concurrent_syncs_serialize_and_leave_one_commit_per_change(setti
         body = portfolio_sync.render(element)
         assert base.local_sha == Blob.from_string(body).id.decode()
         assert base.blob_sha == Blob.from_string(remote_files[base.path].encode()).id.decode()
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_twenty_changes_at_once_queue_one_auto_sync_push(settings, tmp_path, monkeypatch):
+    from elements.tasks import portfolio_auto_push
+
+    settings.ATRIUM_PORTFOLIO_LOCAL_REMOTES = True
+    alice = make_member("alice")
+    PortfolioRemote.objects.create(user=alice.user, owner=GITHUB_LOGIN, repository="dollhouse-portfolio",
+                                   clone_url=str(bare_repository(tmp_path / "p.git")), auto_sync=True)
+    sent = []
+    monkeypatch.setattr(portfolio_auto_push, "apply_async", lambda args, **options: sent.append(args))
+
+    in_threads(lambda _: portfolio_sync.auto_sync_queue(alice.user.pk))
+
+    assert sent == [(alice.user.pk,)]
+    assert PortfolioRemote.objects.get(user=alice.user).push_queued_at is not None
+
+
+@pytest.mark.django_db
+def test_curators_see_each_users_portfolio_repository_in_admin(alice, alice_p, admin_client):
+    initialized(alice_p)
+
+    page = admin_client.get("/admin/elements/portfolioremote/").content.decode()
+
+    assert f"{GITHUB_LOGIN}" in page and "dollhouse-portfolio" in page and GITHUB_TOKEN not in page

@@ -126,6 +126,10 @@ ATRIUM_GITHUB_URL = os.environ.get("ATRIUM_GITHUB_URL", "https://github.com").rs
 ATRIUM_GITHUB_API_URL = os.environ.get("ATRIUM_GITHUB_API_URL", "https://api.github.com").rstrip("/")
 ATRIUM_GITHUB_CLIENT_ID = os.environ.get("ATRIUM_GITHUB_CLIENT_ID", "").strip()
 ATRIUM_GITHUB_SCOPES = os.environ.get("ATRIUM_GITHUB_SCOPES", "repo read:user").strip()
+# Portfolio sync: a portfolio repository must be cloned over https, unless this allows a local
+# path or file: URL (tests, or a server run on one's own machine). Auto-sync pushes this long after a change.
+ATRIUM_PORTFOLIO_LOCAL_REMOTES = os.environ.get("ATRIUM_PORTFOLIO_LOCAL_REMOTES", "") == "1"
+ATRIUM_PORTFOLIO_AUTO_SYNC_DELAY_SECONDS = int(os.environ.get("ATRIUM_PORTFOLIO_AUTO_SYNC_DELAY_SECONDS", "10"))
 
 INSTALLED_APPS = [
     "django.contrib.admin",

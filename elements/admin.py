@@ -35,6 +35,7 @@ from elements.models import (
     ElementRevision,
     ExecutionStep,
     MemoryEntry,
+    PortfolioRemote,
     UserSettings,
     VerificationChallenge,
 )
@@ -422,6 +423,16 @@ class ConfirmationAdmin(ReadOnlyAdmin):
 class UserSettingsAdmin(ReadOnlyAdmin):
     list_display = ("user", "values")
     search_fields = ("user__username",)
+    list_select_related = ("user",)
+
+
+@admin.register(PortfolioRemote)
+class PortfolioRemoteAdmin(ReadOnlyAdmin):
+    """Users' GitHub portfolio repositories, as init_portfolio recorded them (no token is kept here)."""
+
+    list_display = ("user", "owner", "repository", "auto_sync", "last_synced_at", "last_sync_direction",
+                    "last_error")
+    search_fields = ("user__username", "owner", "repository")
     list_select_related = ("user",)
 
 

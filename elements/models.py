@@ -407,3 +407,52 @@ class CollectionItem(models.Model):
 
     def __str__(self) -> str:
         return self.path
+
+
+class PortfolioRemote(models.Model):
+    """A user's GitHub portfolio repository, as init_portfolio recorded it. Every sync locks this row,
+    so two syncs of one user run one after the other. The clone URL is the API's, never with the
+    token in it: the token is handed to git as credentials at each sync."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="portfolio_remote")
+    owner = models.CharField(max_length=100)  # the GitHub login that owns the repository
+    repository = models.CharField(max_length=100)
+    clone_url = models.CharField(max_length=500)
+    html_url = models.CharField(max_length=500, blank=True)
+    default_branch = models.CharField(max_length=255, default="main")
+    private = models.BooleanField(default=False)
+    auto_sync = models.BooleanField(default=False)
+    auto_submit = models.BooleanField(default=False)
+    last_synced_commit = models.CharField(max_length=40, blank=True)
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+    last_sync_direction = models.CharField(max_length=4, blank=True)
+    # Set in one conditional UPDATE by the first change after a push, cleared by the push task: at
+    # most one auto-sync push is queued per user however many changes are made meanwhile (one
+    # queued long ago counts as lost, so a worker that died does not stop auto-sync for good).
+    push_queued_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.owner}/{self.repository}"
+
+
+class PortfolioSyncBase(models.Model):
+    """One element as it was at its last sync: the remote file's path and blob id, and the blob id of
+    the file Atrium rendered from the local element then. A side whose current id differs from its
+    base changed since; both changed is a conflict."""
+
+    remote = models.ForeignKey(PortfolioRemote, on_delete=models.CASCADE, related_name="bases")
+    element_type = models.CharField(max_length=16)
+    name = models.CharField(max_length=100)
+    path = models.CharField(max_length=300)
+    blob_sha = models.CharField(max_length=40)
+    local_sha = models.CharField(max_length=40)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["remote", "element_type", "name"],
+                                               name="portfolio_base_element")]
+
+    def __str__(self) -> str:
+        return self.path

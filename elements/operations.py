@@ -18,7 +18,17 @@ from django.db import connection
 
 from accounts.errors import DomainError, InvalidInput
 from accounts.selectors import audit_category
-from elements import collection, ensembles, introspection, selectors, services, similarity, skill_format, templating
+from elements import (
+    collection,
+    ensembles,
+    introspection,
+    portfolio_sync,
+    selectors,
+    services,
+    similarity,
+    skill_format,
+    templating,
+)
 from elements.fields import clean_fields, split_params
 from elements.gatekeeper import POLICY_CHANGE, SETTINGS_CHANGE, Level, decide, matches
 from elements.mcpaql import ROUTES, Call, Endpoint, Param, operation
@@ -401,7 +411,8 @@ SEARCH_SCOPES = ("local", "github", "collection", "all")
 
 @operation("search", Endpoint.READ, "Unified search. Scope local searches your elements, collection the "
            "elements curators published for the team and the community collection (each result's origin: published "
-           "or community, with the path to install), all both; github is not configured on this server.", params=(
+           "or community, with the path to install), github the files at the head of your GitHub portfolio "
+           "repository (init_portfolio; each result with its path), all every one of them.", params=(
     Param("query", "string", True, "Search query ('*' with filters lists your elements)"),
     Param("scope", "string|array", False, "local (default), collection, all, github"),
     Param("type", "string", False, "Filter by element type"), PAGE, Param("limit", "number", False, "Page size"),
@@ -413,12 +424,14 @@ def search(call: Call) -> dict[str, Any]:
     if unknown:
         raise InvalidInput(f"Unknown scope {', '.join(unknown)}. Scopes: {', '.join(SEARCH_SCOPES)}.",
                            code="invalid_scope")
-    if "github" in scopes:
+    github = portfolio_sync.remote_get(caller=call.caller) is not None
+    if "github" in scopes and not github:
         raise InvalidInput("The GitHub portfolio source is not configured on this server yet, so scope github "
                            "cannot be searched. Search with scope local, collection or all.",
                            code="source_not_configured")
-    sources = ["local", "collection"] if "all" in scopes else [s for s in ("local", "collection") if s in scopes]
-    if "all" in scopes:
+    searched = ("local", "collection", "github") if github else ("local", "collection")
+    sources = list(searched) if "all" in scopes else [s for s in searched if s in scopes]
+    if "all" in scopes and not github:
         call.warnings.append("The GitHub portfolio source is not configured on this server yet: scope all searched "
                              "local and collection.")
     element_type = element_type_parse(call.params["type"]) if call.params.get("type") else call.element_type
@@ -427,6 +440,12 @@ def search(call: Call) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     total = 0
     for source in sources:
+        if source == "github":
+            found_github = _github_search(call, "" if text in ("", "*") else _search_text(call), element_type,
+                                          required="all" not in scopes)
+            total += len(found_github)
+            items += found_github[(page - 1) * size: page * size]
+            continue
         if text in ("", "*") and source == "local":
             call.params.setdefault("filters", {})
             elements, count = selectors.element_page(caller=call.caller, query=_list_query(call, element_type))
@@ -451,6 +470,18 @@ def search(call: Call) -> dict[str, Any]:
     data = {"results": items, "pagination": selectors.pagination(page, size, total), "query": text,
             "scopes": sources}
     return select_fields(data, call.params.get("fields"))
+
+
+def _github_search(call: Call, text: str, element_type: ElementType | None, *, required: bool
+                   ) -> list[dict[str, Any]]:
+    """The portfolio repository's matches. Out of reach, scope github fails; scope all warns and goes on."""
+    try:
+        return portfolio_sync.remote_search(caller=call.caller, text=text, element_type=element_type)
+    except DomainError as exc:
+        if required:
+            raise
+        call.warnings.append(f"The GitHub portfolio could not be searched: {exc.message}")
+        return []
 
 
 def _community_search(call: Call, text: str, element_type: ElementType | None, page: int,
@@ -785,4 +816,5 @@ import elements.cli_operations  # noqa: E402
 import elements.collection_operations  # noqa: E402
 import elements.console_operations  # noqa: E402
 import elements.dangerzone_operations  # noqa: E402
-import elements.github_operations  # noqa: E402,F401
+import elements.github_operations  # noqa: E402
+import elements.portfolio_operations  # noqa: E402,F401

@@ -36,6 +36,17 @@ from elements.types import (
 from workflows.events import event_emit
 
 
+def _portfolio_changed(owner_id: int) -> None:
+    """Once the change commits, queue the owner's auto-sync push (if they turned auto_sync on)."""
+
+    def queue() -> None:
+        from elements.portfolio_sync import auto_sync_queue
+
+        auto_sync_queue(owner_id)
+
+    transaction.on_commit(queue)
+
+
 class ElementExists(DomainError):
     code = "element_exists"
     http_status = 409
@@ -117,6 +128,7 @@ def element_create(
     _revision(caller=caller, element=element, action=action)
     _audit(caller, action, element)
     _emit("element.created", element)
+    _portfolio_changed(element.owner_id)
     return element
 
 
@@ -177,6 +189,7 @@ def element_edit(
     _revision(caller=caller, element=element, action=ElementRevision.Action.UPDATE)
     _audit(caller, "update", element, fields=sorted(changes))
     _emit("element.changed", element, fields=sorted(changes))
+    _portfolio_changed(element.owner_id)
     return element
 
 
@@ -233,6 +246,7 @@ def element_delete(*, caller: Caller, element: Element) -> ElementRevision:
     element = element_lock(element)  # the backup holds what is stored now, not the caller's copy
     backup = _revision(caller=caller, element=element, action=ElementRevision.Action.DELETE)
     _audit(caller, "delete", element, backup_revision=backup.pk)
+    _portfolio_changed(element.owner_id)
     element.delete()
     return backup
 
@@ -333,6 +347,7 @@ def element_import(
         _revision(caller=caller, element=element, action=action)
         _audit(caller, action, element, replaced=True)
         _emit("element.changed", element, fields=sorted(params))
+        _portfolio_changed(element.owner_id)
     return element, existing is None
 
 
@@ -356,6 +371,7 @@ def memory_entry_add(
     _evict_oldest(memory)
     Element.objects.filter(pk=memory.pk).update(modified=timezone.now())
     _audit(caller, "add_entry", memory, entry=entry.entry_id)
+    _portfolio_changed(memory.owner_id)
     event_emit(owner_id=memory.owner_id, name="memory.entry_added", data={
         "memory": memory.name, "entryId": entry.entry_id, "content": entry.content, "tags": list(entry.tags or []),
         "source": entry.source})
@@ -384,6 +400,7 @@ def memory_clear(*, caller: Caller, memory: Element) -> int:
     cleared, _ = MemoryEntry.objects.filter(memory=memory).delete()
     Element.objects.filter(pk=memory.pk).update(modified=timezone.now())
     _audit(caller, "clear", memory, entries=cleared)
+    _portfolio_changed(memory.owner_id)
     return cleared
 
 

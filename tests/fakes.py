@@ -52,13 +52,19 @@ class FakeCompletions:
 GITHUB_TOKEN = "gho_fakeTokenForTests0123456789abcdefXYZ"
 GITHUB_DEVICE_CODE = "3584d83530557fdd1f46af8289938c8ef79f9dc5"
 GITHUB_CLIENT_ID = "Ov23liFakeClient0001"
+GITHUB_LOGIN = "octo-alice"
 
 
 class FakeGitHub:
     """GitHub's device flow and /user on loopback. Each token request is answered with the next of
     `answers` (error names such as authorization_pending, or "granted" for the token); past the
     script it keeps answering the last one. `interval` and `expires_in` are what the device code
-    answer says."""
+    answer says.
+
+    And the REST endpoints of portfolio repositories, POST /user/repos and GET /repos/{owner}/{repo},
+    for the repositories a test serves: each answers the clone_url the test chose (a local bare
+    repository). Creating one that exists is refused as GitHub refuses it (422, "name already exists
+    on this account")."""
 
     def __init__(self, server: FakeServer, *, interval: int = 0, expires_in: int = 900) -> None:
         self.server = server
@@ -70,6 +76,9 @@ class FakeGitHub:
         server.route("POST", "/login/device/code", self._device_code)
         server.route("POST", "/login/oauth/access_token", self._token)
         server.route("GET", "/user", self._user)
+        self.repositories: dict[str, dict[str, Any]] = {}
+        self.created: list[dict[str, Any]] = []
+        server.route("POST", "/user/repos", self._create)
 
     def script(self, *answers: str) -> None:
         self.answers = deque(answers)
@@ -94,4 +103,38 @@ class FakeGitHub:
     def _user(self, request: Received) -> Reply:
         if request.headers.get("authorization") != f"Bearer {GITHUB_TOKEN}":
             return json_reply({"message": "Bad credentials"}, status=401)
-        return json_reply({"login": "octo-alice", "id": 1})
+        return json_reply({"login": GITHUB_LOGIN, "id": 1})
+
+    def serve(self, name: str, clone_url: str, *, exists: bool = False, default_branch: str = "main") -> None:
+        self.repositories[name] = {"clone_url": clone_url, "exists": exists, "default_branch": default_branch,
+                                   "private": False}
+        self.server.route("GET", f"/repos/{GITHUB_LOGIN}/{name}", lambda request: self._show(request, name))
+
+    def _answer(self, name: str) -> dict[str, Any]:
+        repo = self.repositories[name]
+        return {"name": name, "full_name": f"{GITHUB_LOGIN}/{name}", "owner": {"login": GITHUB_LOGIN},
+                "private": repo["private"], "html_url": f"https://github.com/{GITHUB_LOGIN}/{name}",
+                "clone_url": repo["clone_url"], "default_branch": repo["default_branch"]}
+
+    def _authorized(self, request: Received) -> bool:
+        return request.headers.get("authorization") == f"Bearer {GITHUB_TOKEN}"
+
+    def _create(self, request: Received) -> Reply:
+        if not self._authorized(request):
+            return json_reply({"message": "Requires authentication"}, status=401)
+        body = request.json()
+        self.created.append(body)
+        repo = self.repositories.get(body.get("name"))
+        if repo is None:
+            return json_reply({"message": "the test serves no such repository"}, status=500)
+        if repo["exists"]:
+            return json_reply({"message": "Repository creation failed.", "errors": [
+                {"resource": "Repository", "code": "custom", "field": "name",
+                 "message": "name already exists on this account"}]}, status=422)
+        repo["exists"], repo["private"] = True, bool(body.get("private"))
+        return json_reply(self._answer(body["name"]), status=201)
+
+    def _show(self, request: Received, name: str) -> Reply:
+        if not self._authorized(request) or not self.repositories[name]["exists"]:
+            return json_reply({"message": "Not Found"}, status=404)
+        return json_reply(self._answer(name))

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from accounts.caller import Caller
 from accounts.services import mcp_session_open
 from elements.agents import agent_execute
+from elements.collection import collection_refresh
 from elements.services import element_create
 from elements.types import ElementType
 from integrations.models import Action, Execution, Integration
@@ -381,6 +382,9 @@ def seed(member) -> None:
          "input": {"memory": "notes", "content": "{{ context.text || \"seed\" }}"}},
         {"id": "reply", "title": "Reply", "kind": "ai", "prompt": "Say {{ note.entryId }}"}]})
     KNOWN_STRINGS.append(playbook.pk)
+    # The community collection cached, as on a server that has answered once: a refused collection call
+    # may otherwise be the one whose read fills the cache (a cache, not a change the call made).
+    collection_refresh()
 
 
 @pytest.fixture

@@ -615,12 +615,13 @@ def auto_sync_queue(owner_id: int) -> None:
     changes land at once, one push is queued; the push clears the mark before it reads the elements."""
     from elements.tasks import portfolio_auto_push
 
+    candidates = PortfolioRemote.objects.filter(user_id=owner_id, auto_sync=True).exclude(clone_url="")
+    if not candidates.exists():
+        return  # the common case, read only: on SQLite an UPDATE would take the write lock for nothing
     now = timezone.now()
     # A push queued this long ago was lost (its worker died before it ran): queue another.
     lost = now - timedelta(seconds=settings.ATRIUM_PORTFOLIO_AUTO_SYNC_DELAY_SECONDS + LOST_PUSH_SECONDS)
-    queued = (PortfolioRemote.objects.filter(Q(push_queued_at__isnull=True) | Q(push_queued_at__lt=lost),
-                                             user_id=owner_id, auto_sync=True)
-              .exclude(clone_url="").update(push_queued_at=now))
+    queued = candidates.filter(Q(push_queued_at__isnull=True) | Q(push_queued_at__lt=lost)).update(push_queued_at=now)
     if not queued:
         return
     try:

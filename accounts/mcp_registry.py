@@ -7,8 +7,8 @@ whether a call may run; the /mcp endpoint calls them directly and `install_guard
 place of the SDK's own handlers for every other transport (stdio), so both behave the same.
 
 Each MCP server has its own tools: the main one (django-mcp-server's global server, at /mcp) and
-DollhouseMCP's discrete one (elements.discrete, at /mcp/discrete), whose toolset names it as its
-`mcp_server`. A tool name can so mean a different tool on each.
+DollhouseMCP's discrete one (elements.discrete, at /mcp/discrete), which its toolset names as its
+`mcp_server`. One name can so be a different tool on each, and neither lists the other's tools.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class ToolSpec:
 TOOLS: dict[str, ToolSpec] = {}
 # Tool name -> the Toolset class and method name that implement it.
 TARGETS: dict[str, tuple[type[Toolset], str]] = {}
-# Every server's TOOLS and TARGETS.
+# Every server's TOOLS and TARGETS; the main server's are the two above.
 _REGISTRIES: dict[DjangoMCP, tuple[dict[str, ToolSpec], dict[str, tuple[type[Toolset], str]]]] = {
     global_mcp_server: (TOOLS, TARGETS),
 }

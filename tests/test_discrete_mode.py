@@ -3,9 +3,12 @@
 import json
 
 import pytest
+from django.test import Client
 from jsonschema import Draft202012Validator
 
+from accounts.mcp_registry import tools_of
 from accounts.scopes import ALL_SCOPES
+from elements.discrete import discrete_mcp_server
 from elements.mcpaql import ROUTES, Endpoint
 from elements.models import Element
 from tests.conftest import make_member
@@ -41,6 +44,29 @@ def envelope(result: dict) -> dict:
     if body["success"]:
         assert result["structuredContent"] == body
     return body
+
+
+def test_every_discrete_tool_is_registered_on_its_own_server_only():
+    registered = {t.name for t in discrete_mcp_server._tool_manager.list_tools()}
+
+    assert registered == set(tools_of(discrete_mcp_server)) == set(ROUTES)
+    assert {spec.scope for spec in tools_of(discrete_mcp_server).values()} == set(SCOPES.values())
+
+
+def test_it_is_hardened_as_mcp_is(alice, settings):
+    http = Client()
+    bearer = {"HTTP_AUTHORIZATION": f"Bearer {alice.token}", "HTTP_ACCEPT": "application/json"}
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+
+    assert http.post(DISCRETE, ping, content_type="application/json").status_code == 401
+    assert http.get(DISCRETE, **bearer).status_code == 405
+    assert http.post(DISCRETE, ping, content_type="application/json", HTTP_ORIGIN="https://evil.example",
+                     **bearer).status_code == 403
+    assert http.post(DISCRETE, "{" * 10_000, content_type="application/json", **bearer).status_code == 400
+    assert http.post(DISCRETE, ping, content_type="application/json", **bearer).status_code == 400  # no session
+    settings.ATRIUM_MAX_REQUEST_BYTES = 100
+    assert http.post(DISCRETE, json.dumps({"x": "y" * 200}), content_type="application/json",
+                     **bearer).status_code == 413
 
 
 def test_it_lists_one_tool_per_operation_with_its_params(listed):

@@ -36,8 +36,8 @@ discrete_mcp_server = DjangoMCP(
     instructions="Atrium's DollhouseMCP portfolio (personas, skills, templates, agents, memories, ensembles, the "
     "community collection), one tool per operation. Every tool answers {success: true, data} or {success: false, "
     "error}. Where an answer or introspect names an mcp_aql_* tool with an operation, call the tool of that "
-    "operation instead: when the gatekeeper asks for confirmation, ask the user, call confirm_operation with "
-    "{operation} and retry.",
+    "operation instead: when the gatekeeper asks for confirmation, ask the user, call confirm_operation with the "
+    "operation (and element_type) it names, and retry.",
     stateless=True,
 )
 server_prepare(discrete_mcp_server)

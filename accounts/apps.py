@@ -1,5 +1,3 @@
-from importlib.metadata import version
-
 from django.apps import AppConfig
 
 
@@ -12,12 +10,10 @@ class AccountsConfig(AppConfig):
         from mcp_server import mcp_server
         from oauth2_provider.signals import app_authorized
 
-        from accounts.mcp_registry import install_guard
+        from accounts.mcp_registry import server_prepare
         from accounts.oauth import record_authorization
         from accounts.ratelimit import login_failure_record
 
-        install_guard(mcp_server)
-        # serverInfo names Atrium's version, not the SDK's.
-        mcp_server._mcp_server.version = version("atrium")
+        server_prepare(mcp_server)
         app_authorized.connect(record_authorization, dispatch_uid="accounts.record_authorization")
         user_login_failed.connect(login_failure_record, dispatch_uid="accounts.login_failure_record")

@@ -1,5 +1,8 @@
 """The /mcp endpoint: django-mcp-server's view, hardened.
 
+The same view serves every MCP server of Atrium's, named by its `mcp_server` (config/urls.py):
+the main one at /mcp, DollhouseMCP's discrete tools (elements.discrete) at /mcp/discrete.
+
 - POST and DELETE only. GET would open the package's standalone SSE stream, which never ends
   and spins a CPU core, so it answers 405 (the spec allows that; SDK clients carry on).
 - Bearer authentication with a personal or OAuth token; failures are rate-limited per client
@@ -39,7 +42,7 @@ from rest_framework.request import Request
 
 from accounts.authentication import BearerAuthentication, caller_from_request, protected_resource_metadata_url
 from accounts.input_bounds import MAX_MESSAGE_DEPTH, JsonRefused, json_parse
-from accounts.mcp_registry import TOOLS, elicitation_modes, missing_scope, tool_call, tool_list
+from accounts.mcp_registry import elicitation_modes, missing_scope, tool_call, tool_list, tools_of
 from accounts.models import McpSession
 from accounts.ratelimit import tool_call_retry_after
 from accounts.selectors import mcp_session_find
@@ -186,8 +189,8 @@ class McpEndpoint(MCPServerStreamableHttpView):
         # connection, so they get the in-band tool error from the guard instead.
         if method == "tools/call" and caller.token_kind == "oauth":
             name = (message.get("params") or {}).get("name")
-            if isinstance(name, str) and name in TOOLS:
-                scope = missing_scope(name, caller)
+            if isinstance(name, str) and name in tools_of(self.mcp_server):
+                scope = missing_scope(self.mcp_server, name, caller)
                 if scope is not None:
                     return insufficient_scope(message_id, name, scope)
 

@@ -5,6 +5,10 @@ name, title, the scope the tool needs (or None), and all four behaviour hints, s
 `tool_list` and `tool_call` decide, for the caller of the current request, which tools exist and
 whether a call may run; the /mcp endpoint calls them directly and `install_guard` puts them in
 place of the SDK's own handlers for every other transport (stdio), so both behave the same.
+
+Each MCP server has its own tools: the main one (django-mcp-server's global server, at /mcp) and
+DollhouseMCP's discrete one (elements.discrete, at /mcp/discrete), which its toolset names as its
+`mcp_server`. One name can so be a different tool on each, and neither lists the other's tools.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import keyword
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -24,7 +29,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from mcp import types
 from mcp.shared.exceptions import McpError
 from mcp_server import MCPToolset
-from mcp_server.djangomcp import DjangoMCP, django_request_ctx
+from mcp_server.djangomcp import DjangoMCP, django_request_ctx, global_mcp_server
 from pydantic import ValidationError
 
 from accounts.caller import Caller
@@ -45,11 +50,24 @@ class ToolSpec:
     description: str | None = None
 
 
-# Tool name -> spec, for every tool registered on the server. A tool missing here is never
+# Tool name -> spec, for every tool registered on the main server. A tool missing here is never
 # listed and never called (deny by default).
 TOOLS: dict[str, ToolSpec] = {}
 # Tool name -> the Toolset class and method name that implement it.
 TARGETS: dict[str, tuple[type[Toolset], str]] = {}
+# Every server's TOOLS and TARGETS; the main server's are the two above.
+_REGISTRIES: dict[DjangoMCP, tuple[dict[str, ToolSpec], dict[str, tuple[type[Toolset], str]]]] = {
+    global_mcp_server: (TOOLS, TARGETS),
+}
+
+
+def tools_of(server: DjangoMCP) -> dict[str, ToolSpec]:
+    """Tool name -> spec for every tool registered on `server`."""
+    return _REGISTRIES.setdefault(server, ({}, {}))[0]
+
+
+def _targets_of(server: DjangoMCP) -> dict[str, tuple[type[Toolset], str]]:
+    return _REGISTRIES.setdefault(server, ({}, {}))[1]
 
 
 def json_text(payload: Any) -> str:
@@ -165,7 +183,7 @@ class Toolset(MCPToolset):
             spec: ToolSpec | None = getattr(member, "atrium_tool", None)
             if spec is None:
                 raise ImproperlyConfigured(f"{cls.__name__}.{attr} is public but not declared with @tool.")
-            if spec.name in TOOLS:
+            if spec.name in tools_of(self.mcp_server):
                 raise ImproperlyConfigured(f"Tool name {spec.name} is declared twice.")
             method = getattr(self, attr)
             description = spec.description or unwrap_docstring(member.__doc__)
@@ -178,8 +196,8 @@ class Toolset(MCPToolset):
             registered.parameters["additionalProperties"] = False
             for schema in registered.parameters.get("properties", {}).values():
                 _cap_text(schema)
-            TOOLS[spec.name] = spec
-            TARGETS[spec.name] = (cls, attr)
+            tools_of(self.mcp_server)[spec.name] = spec
+            _targets_of(self.mcp_server)[spec.name] = (cls, attr)
             added.append(registered)
         return added
 
@@ -231,10 +249,10 @@ def current_caller() -> Caller | None:
     return getattr(django_request_ctx.get(None), "caller", None)
 
 
-def missing_scope(tool_name: str, caller: Caller | None) -> str | None:
-    """The scope `caller` lacks to use `tool_name` (the first of several that would do), or None if
-    it may use it."""
-    spec = TOOLS[tool_name]
+def missing_scope(server: DjangoMCP, tool_name: str, caller: Caller | None) -> str | None:
+    """The scope `caller` lacks to use `tool_name` of `server` (the first of several that would do),
+    or None if it may use it."""
+    spec = tools_of(server)[tool_name]
     if spec.scope is None:
         return None
     accepted = (spec.scope,) if isinstance(spec.scope, str) else spec.scope
@@ -243,13 +261,13 @@ def missing_scope(tool_name: str, caller: Caller | None) -> str | None:
     return None
 
 
-def visible_tools(caller: Caller | None) -> set[str]:
-    return {name for name in TOOLS if missing_scope(name, caller) is None}
+def visible_tools(server: DjangoMCP, caller: Caller | None) -> set[str]:
+    return {name for name in tools_of(server) if missing_scope(server, name, caller) is None}
 
 
 def call_refusal(server: DjangoMCP, name: str, arguments: dict[str, Any], caller: Caller | None) -> DomainError | None:
     """Why this registered tool may not run with these arguments for this caller; None if it may."""
-    scope = missing_scope(name, caller)
+    scope = missing_scope(server, name, caller)
     if scope is not None:
         held = ", ".join(sorted(caller.scopes)) if caller and caller.scopes else "none"
         return Forbidden(f"Tool '{name}' needs the scope '{scope}', which this token does not carry "
@@ -274,7 +292,7 @@ def _wire_tools(server: DjangoMCP) -> tuple[types.Tool, ...]:
 
 
 def tool_list(server: DjangoMCP, caller: Caller | None) -> list[types.Tool]:
-    allowed = visible_tools(caller)
+    allowed = visible_tools(server, caller)
     return [t for t in _wire_tools(server) if t.name in allowed]
 
 
@@ -287,9 +305,9 @@ def _invalid_arguments(name: str, exc: ValidationError) -> InvalidInput:
 
 def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: Any) -> types.CallToolResult:
     """Run one tool for the request's caller: refuse it, or validate the arguments and call it."""
-    if name not in TOOLS:
+    if name not in tools_of(server):
         return error_result("unknown_tool", f"Unknown tool: {name}.")
-    toolset, attr = TARGETS[name]
+    toolset, attr = _targets_of(server)[name]
     # Every refusal is answered in the tool's own product's error shape, like the tool's own errors.
     refusal = call_refusal(server, name, arguments, getattr(request, "caller", None))
     if refusal is not None:
@@ -336,3 +354,10 @@ def install_guard(server: DjangoMCP) -> None:
 
     low.list_tools()(list_tools)
     low.request_handlers[types.CallToolRequest] = call_tool
+
+
+def server_prepare(server: DjangoMCP) -> None:
+    """Make `server` one of Atrium's: tools answered through this module on every transport, and
+    Atrium's version, not the SDK's, in serverInfo."""
+    install_guard(server)
+    server._mcp_server.version = version("atrium")

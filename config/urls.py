@@ -8,6 +8,7 @@ from accounts import oauth
 from accounts.endpoint import McpEndpoint
 from accounts.ratelimit import refuse_blocked_address
 from config import views
+from elements.discrete import discrete_mcp_server
 from runs.urls import alias_urlpatterns as run_alias_urlpatterns
 from workflows import hooks as workflow_hooks
 from workflows.urls import project_urlpatterns
@@ -18,6 +19,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("mcp", McpEndpoint.as_view(), name="mcp"),
+    path("mcp/discrete", McpEndpoint.as_view(mcp_server=discrete_mcp_server), name="mcp-discrete"),
     path("hooks/playbooks/<str:token>", workflow_hooks.playbook_webhook, name="playbook-webhook"),
     # The sign-in forms, ahead of the includes that also route them, so an address with too many
     # failed authentications is refused before any password is checked.

@@ -140,3 +140,6 @@ class CliPermissionTools(Toolset):
         return success_result(cli_permissions.permission_decide(caller=self.caller, tool_name=tool_name,
                                                                 tool_input=input,
                                                                 agent_identity=agent_identity or ""))
+
+
+from elements import discrete  # noqa: E402,F401  (the same operations as discrete tools, on their own server)

@@ -136,12 +136,14 @@ def charlie(db) -> Member:
 
 
 class McpClient:
-    """JSON-RPC over Django's test client against /mcp, the way an MCP client talks to it."""
+    """JSON-RPC over Django's test client against /mcp (or another MCP endpoint, `path`), the way an
+    MCP client talks to it."""
 
-    def __init__(self, token: str | None, *, origin: str | None = None) -> None:
+    def __init__(self, token: str | None, *, origin: str | None = None, path: str = "/mcp") -> None:
         self.http = Client()
         self.token = token
         self.origin = origin
+        self.path = path
         self.session_id: str | None = None
         self.next_id = 1
 
@@ -162,7 +164,7 @@ class McpClient:
             self.next_id += 1
         if params is not None:
             body["params"] = params
-        return self.http.post("/mcp", data=json.dumps(body), content_type="application/json", **self.headers())
+        return self.http.post(self.path, data=json.dumps(body), content_type="application/json", **self.headers())
 
     def initialize(self, version: str = "2025-11-25"):
         response = self.post("initialize", {"protocolVersion": version, "capabilities": {},

@@ -10,8 +10,13 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import McpError
 
+from accounts.caller import Caller
 from accounts.models import McpSession
 from accounts.scopes import ALL_SCOPES
+from elements.mcpaql import ROUTES
+from elements.models import MemoryEntry
+from elements.services import element_create
+from elements.types import ElementType
 from tests.conftest import make_member
 from tests.live.conftest import BASE_DIR, child_env
 
@@ -93,3 +98,35 @@ def test_stdio_sends_a_url_elicitation_when_the_client_declares_it(db):
     assert "/vault/connect/" in error.data["elicitations"][0]["url"]
     raised, payload = asyncio.run(stdio_vault_connect("alice", url_elicitation=False))
     assert not raised and payload["status"] == "pending"
+
+
+async def stdio_discrete(username: str) -> tuple[set[str], dict, dict]:
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["manage.py", "mcp_stdio", "--user", username, "--discrete"],
+                                   cwd=str(BASE_DIR), env=child_env())
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        initialized = await session.initialize()
+        assert initialized.capabilities.resources is None and initialized.capabilities.prompts is None
+        tools = {t.name for t in (await session.list_tools()).tools}
+        entry = {"element_name": "notes", "content": "From stdio"}
+        asked = await session.call_tool("addEntry", entry)
+        assert asked.isError and "confirm_operation" in asked.content[0].text
+        confirmed = await session.call_tool("confirm_operation", {"operation": "addEntry"})
+        assert not confirmed.isError
+        created = await session.call_tool("addEntry", entry)
+        listed = await session.call_tool("list_elements", {"element_type": "memory"})
+    assert not created.isError and not listed.isError
+    return tools, json.loads(created.content[0].text), json.loads(listed.content[0].text)
+
+
+def test_stdio_discrete_serves_one_tool_per_operation(db):
+    alice = make_member("alice")
+    element_create(caller=Caller.trusted(alice.user, via="command"), element_type=ElementType.MEMORY, name="notes",
+                   params={"description": "Notes"})
+
+    tools, created, listed = asyncio.run(stdio_discrete("alice"))
+
+    assert tools == set(ROUTES)
+    assert created["success"] is True
+    assert [item["element_name"] for item in listed["data"]["items"]] == ["notes"]
+    assert list(MemoryEntry.objects.filter(memory__name="notes").values_list("content", flat=True)) == ["From stdio"]

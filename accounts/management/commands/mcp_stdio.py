@@ -8,6 +8,7 @@ from mcp_server.djangomcp import django_request_ctx
 from accounts.caller import Caller
 from accounts.models import AuditEvent, McpSession, User
 from accounts.services import mcp_session_close, mcp_session_open
+from elements.discrete import discrete_mcp_server
 
 
 class Command(BaseCommand):
@@ -15,8 +16,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", required=True, dest="username")
+        parser.add_argument("--discrete", action="store_true",
+                            help="Serve DollhouseMCP's operations as one tool each (as /mcp/discrete does) "
+                                 "instead of Atrium's tools.")
 
-    def handle(self, *args: Any, username: str, **options: Any) -> None:
+    def handle(self, *args: Any, username: str, discrete: bool = False, **options: Any) -> None:
         user = User.objects.filter(username=username, is_active=True).first()
         if user is None:
             raise CommandError(f"No active user {username!r}.")
@@ -27,6 +31,6 @@ class Command(BaseCommand):
         # context into the server's tasks. stdout carries JSON-RPC only: logs go to stderr.
         django_request_ctx.set(SimpleNamespace(user=user, auth=None, caller=caller, META={}))
         try:
-            mcp_server.run(transport="stdio")
+            (discrete_mcp_server if discrete else mcp_server).run(transport="stdio")
         finally:
             mcp_session_close(caller=caller, session=session)

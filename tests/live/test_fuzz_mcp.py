@@ -396,9 +396,6 @@ def seed(member) -> None:
          "input": {"memory": "notes", "content": "{{ context.text || \"seed\" }}"}},
         {"id": "reply", "title": "Reply", "kind": "ai", "prompt": "Say {{ note.entryId }}"}]})
     KNOWN_STRINGS.append(playbook.pk)
-    # The community collection cached, as on a server that has answered once: a refused collection call
-    # may otherwise be the one whose read fills the cache (a cache, not a change the call made).
-    collection_refresh()
 
 
 @pytest.fixture

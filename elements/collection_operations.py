@@ -47,7 +47,7 @@ def browse_collection(call: Call) -> dict[str, Any]:
     if not section and element_type is None:
         return {"sections": [{"name": collection.LIBRARY, "count": cache.item_count}], "total": cache.item_count}
     if section and section != collection.LIBRARY:
-        raise InvalidInput(f"Unknown collection section {section!r}. Sections: {collection.LIBRARY}.",
+        raise InvalidInput(f"Unknown collection section {section!r:.60}. Sections: {collection.LIBRARY}.",
                            code="invalid_section")
     items = cache.items.all()
     if element_type is None:

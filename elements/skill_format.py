@@ -56,12 +56,12 @@ def convert(direction: str, **params: Any) -> dict[str, Any]:
                            "dollhouse_to_agent": {"dollhouse", "dollhouse_markdown", "roundtrip_state"}}
     accepted = params_by_direction.get(direction) if isinstance(direction, str) else None
     if accepted is None:
-        raise InvalidInput(f"Unknown direction {direction!r}. Valid directions: {', '.join(DIRECTIONS)}.",
+        raise InvalidInput(f"Unknown direction {direction!r:.60}. Valid directions: {', '.join(DIRECTIONS)}.",
                            code="unknown_direction")
     given = {key: value for key, value in params.items() if value is not None}
     stray = sorted(set(given) - accepted)
     if stray:
-        raise InvalidInput(f"{', '.join(stray)} cannot be used with direction {direction!r}; "
+        raise InvalidInput(f"{', '.join(stray)} cannot be used with direction {direction!r:.60}; "
                            f"it takes {', '.join(sorted(accepted))}.")
     if direction == "dollhouse_to_agent":
         return dollhouse_to_agent(given.get("dollhouse"), dollhouse_markdown=given.get("dollhouse_markdown"),

@@ -141,7 +141,7 @@ def _declaration_problems(label: str, variable: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     kind = variable.get("type", "string")
     if kind not in _VARIABLE_TYPES:
-        problems.append(f"Variable {label} has unknown type {kind!r}. Valid types: {', '.join(_VARIABLE_TYPES)}.")
+        problems.append(f"Variable {label} has unknown type {kind!r:.60}. Valid types: {', '.join(_VARIABLE_TYPES)}.")
     if not isinstance(variable.get("required", False), bool):
         problems.append(f"Variable {label}: required must be true or false.")
     pattern = variable.get("validation")
@@ -176,7 +176,7 @@ def _compiled(pattern: str) -> Any:
 def _raw_section(parts: dict[str, str] | None, section: str) -> str:
     if section not in _RAW_SECTIONS:
         raise InvalidInput(
-            f"Unknown section {section!r}. Valid sections: {', '.join(_RAW_SECTIONS)}.", code="unknown_section"
+            f"Unknown section {section!r:.60}. Valid sections: {', '.join(_RAW_SECTIONS)}.", code="unknown_section"
         )
     if parts is None:
         raise InvalidInput(

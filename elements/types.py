@@ -33,7 +33,7 @@ def element_type_parse(value: object) -> ElementType:
     found = _BY_NAME.get(str(value).strip().lower()) if isinstance(value, str) else None
     if found is None:
         raise InvalidInput(
-            f"Invalid element_type {value!r}. Valid types: {', '.join(t.value for t in ElementType)} "
+            f"Invalid element_type {value!r:.60}. Valid types: {', '.join(t.value for t in ElementType)} "
             "(singular or plural).",
             code="unknown_element_type",
         )

@@ -37,6 +37,9 @@ MAX_TOTAL_BYTES = 64 * 1024 * 1024
 MAX_PATH = 300
 MAX_INDEX_BYTES = 4 * 1024 * 1024
 CLAIM_SECONDS = 120
+# After a failed read the source is left alone for this long, doubling with each failure in a row
+# up to the TTL; callers meanwhile answer from the cached copy.
+BACKOFF_SECONDS = 60
 # A caller finding the cache empty while another worker fills it waits this long for it.
 FIRST_FILL_WAIT_SECONDS = 30
 SECTIONS = (LIBRARY,)
@@ -294,7 +297,8 @@ def _claim(cache: CollectionCache, *, force: bool) -> bool:
     now = timezone.now()
     claimable = CollectionCache.objects.filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), pk=cache.pk)
     if not force:
-        claimable = claimable.filter(Q(fetched_at__isnull=True) | Q(fetched_at__lt=now - _ttl()))
+        claimable = claimable.filter(Q(fetched_at__isnull=True) | Q(fetched_at__lt=now - _ttl()),
+                                     Q(retry_after__isnull=True) | Q(retry_after__lte=now))
     return bool(claimable.update(claimed_until=now + timedelta(seconds=CLAIM_SECONDS)))
 
 
@@ -302,11 +306,21 @@ def _ttl() -> timedelta:
     return timedelta(seconds=settings.ATRIUM_COLLECTION_TTL_SECONDS)
 
 
+def backoff(failures: int) -> timedelta:
+    """How long the source is left alone after `failures` failed reads in a row."""
+    return min(timedelta(seconds=BACKOFF_SECONDS * 2 ** min(max(failures - 1, 0), 20)), _ttl())
+
+
+def backing_off(cache: CollectionCache) -> bool:
+    return cache.retry_after is not None and timezone.now() < cache.retry_after
+
+
 def collection_refresh(*, force: bool = True) -> CollectionCache:
-    """Read the source into the cache. A source out of reach keeps the cached copy and records the
-    error; a worker that finds another one refreshing leaves the cache to it."""
+    """Read the source into the cache. A source out of reach keeps the cached copy, records the
+    error and is not tried again on use until its back-off has passed (a forced refresh, the beat
+    task's, tries at once); a worker that finds another one refreshing leaves the cache to it."""
     cache, _ = CollectionCache.objects.get_or_create(source=_source())
-    if not force and not cache_stale(cache):
+    if not force and (not cache_stale(cache) or backing_off(cache)):
         return cache
     if not _claim(cache, force=force):
         cache.refresh_from_db()  # as the winner left it, or is leaving it
@@ -315,8 +329,11 @@ def collection_refresh(*, force: bool = True) -> CollectionCache:
         files = source_read(cache.source)
     except (SourceUnavailable, InvalidInput) as exc:
         message = exc.message if isinstance(exc, InvalidInput) else str(exc)
-        CollectionCache.objects.filter(pk=cache.pk).update(last_error=message, last_error_at=timezone.now(),
-                                                           claimed_until=None)
+        # The claim is this worker's, so no other one counts failures meanwhile.
+        failures = CollectionCache.objects.values_list("failures", flat=True).get(pk=cache.pk) + 1
+        now = timezone.now()
+        CollectionCache.objects.filter(pk=cache.pk).update(last_error=message, last_error_at=now, failures=failures,
+                                                           retry_after=now + backoff(failures), claimed_until=None)
         cache.refresh_from_db()
         return cache
     index = index_build(files)
@@ -335,6 +352,7 @@ def collection_refresh(*, force: bool = True) -> CollectionCache:
         cache.index, cache.etag, cache.item_count = index, etag, len(items)
         cache.total_bytes = sum(e["size"] for e in items)
         cache.fetched_at, cache.last_error, cache.last_error_at, cache.claimed_until = timezone.now(), "", None, None
+        cache.failures, cache.retry_after = 0, None
         cache.save()
     return cache
 
@@ -353,8 +371,9 @@ def collection_cache(*, warnings: list[str]) -> CollectionCache:
         raise NotFound(f"The community collection could not be read from its source and nothing is cached: "
                        f"{cache.last_error or 'another worker is still reading it'}", code="collection_unavailable")
     if cache.last_error:  # a successful read clears it
+        retry = f" It is tried again after {cache.retry_after.isoformat()}." if backing_off(cache) else ""
         warnings.append(f"The collection source could not be read ({cache.last_error}); answering from the copy "
-                        f"cached at {cache.fetched_at.isoformat()}.")
+                        f"cached at {cache.fetched_at.isoformat()}.{retry}")
     return cache
 
 
@@ -385,7 +404,8 @@ def cache_health() -> dict[str, Any]:
             "stale": cache_stale(cache), "itemCount": cache.item_count, "countsByType": counts,
             "totalBytes": cache.total_bytes, "skipped": len(cache.index.get("skipped") or []),
             "lastError": cache.last_error or None,
-            "lastErrorAt": cache.last_error_at.isoformat() if cache.last_error_at else None}
+            "lastErrorAt": cache.last_error_at.isoformat() if cache.last_error_at else None,
+            "failures": cache.failures, "retryAfter": cache.retry_after.isoformat() if backing_off(cache) else None}
 
 
 # --- reading the cache ---------------------------------------------------------------------

@@ -143,8 +143,10 @@ def install_collection_content(call: Call) -> dict[str, Any]:
 
 @operation("get_collection_cache_health", Endpoint.READ,
            "Get health status and statistics for the collection cache: source, fetchedAt, ageSeconds, ttlSeconds, "
-           "stale, item counts by type, total bytes, files skipped as invalid, and the last error reading the source.",
+           "stale, item counts by type, total bytes, files skipped as invalid, and the last error reading the source. "
+           "Atrium extends the reference with failures (failed reads in a row) and retryAfter (until when a source "
+           "that failed is left alone, the cached copy answering).",
            returns="{source, cached, fetchedAt, ageSeconds, ttlSeconds, stale, itemCount, countsByType, totalBytes, "
-                   "skipped, lastError, lastErrorAt?}")
+                   "skipped, lastError, lastErrorAt?, failures?, retryAfter?}")
 def get_collection_cache_health(call: Call) -> dict[str, Any]:
     return collection.cache_health()

@@ -378,6 +378,10 @@ class CollectionCache(models.Model):
     total_bytes = models.PositiveBigIntegerField(default=0)
     # A refresh claims the row by moving this forward in one UPDATE, so only one worker reads the source at once.
     claimed_until = models.DateTimeField(null=True, blank=True)
+    # Failed reads in a row, and when the next one may be tried: a source that is down is not
+    # waited on by every call (an HTTP source for its whole timeout), only once per back-off.
+    failures = models.PositiveIntegerField(default=0)
+    retry_after = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.source

@@ -136,10 +136,13 @@ def test_the_sdk_client_runs_every_element_operation(live_atrium):
     from elements.mcpaql import ROUTES
     from tests.live.test_live_agents import AGENT_OPERATIONS
     from tests.live.test_live_collection import COLLECTION_OPERATIONS
+    from tests.live.test_live_collection_submissions import SUBMISSION_OPERATIONS
     from tests.live.test_live_github_auth import GITHUB_OPERATIONS
 
-    # The agent lifecycle, the community collection and GitHub sign-in have walks of their own
-    # (test_live_agents.py, test_live_collection.py, test_live_github_auth.py).
-    assert set(ROUTES) - set(AGENT_OPERATIONS) - set(COLLECTION_OPERATIONS) - set(GITHUB_OPERATIONS) == set(seen)
+    # The agent lifecycle, the community collection, submitting to it and GitHub sign-in have walks of
+    # their own (test_live_agents.py, test_live_collection.py, test_live_collection_submissions.py,
+    # test_live_github_auth.py).
+    assert set(ROUTES) - set(AGENT_OPERATIONS) - set(COLLECTION_OPERATIONS) - set(SUBMISSION_OPERATIONS) - set(
+        GITHUB_OPERATIONS) == set(seen)
     assert set(Element.objects.filter(owner=alice.user).values_list("name", flat=True)) == {
         "reviewer", "debugging", "greeting", "notes", "team", "helper", "deploys"}

@@ -31,7 +31,7 @@ from elements.fields import clean_fields, split_params
 from elements.models import CollectionCache, CollectionSubmission, Element, MemoryEntry
 from elements.packages import element_package
 from elements.portfolio import MARKDOWN_SUFFIX, MEMORY_SUFFIXES, filename_for, text_from_package
-from elements.types import MAX_NAME_LENGTH, ElementType, element_type_parse
+from elements.types import MAX_FILE_BYTES, MAX_NAME_LENGTH, ElementType, element_type_parse
 
 Status = CollectionSubmission.Status
 MAX_REASON = 2000
@@ -128,6 +128,9 @@ def submission_check(*, path: str, text: str) -> tuple[dict[str, Any], dict[str,
     collection would skip it or an import would refuse it."""
     body = text.encode("utf-8")
     try:
+        if len(body) > MAX_FILE_BYTES:  # the collection leaves out a larger file
+            raise InvalidInput(f"its collection file is {len(body):,} bytes, over the {MAX_FILE_BYTES:,} a collection "
+                               "file may have.", code="too_large")
         entry = collection.index_entry(path, body)
         package = collection.package_from_text(text, path=path)
         element_type = element_type_parse(package["element_type"])

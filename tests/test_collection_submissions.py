@@ -101,6 +101,11 @@ def test_an_invalid_element_is_refused_with_what_to_fix(portfolio, alice):
     assert not CollectionSubmission.objects.filter(name="Ok").exists()
 
 
+def test_a_file_the_collection_would_leave_out_is_refused_before_it_is_read():
+    with pytest.raises(InvalidInput, match="over the 2,097,152 a collection file may have"):
+        submissions.submission_check(path="library/skills/big.md", text="---\nname: Big\n---\n" + "x" * 2 ** 21)
+
+
 def test_the_scan_findings_are_kept_for_the_reviewer(alice):
     skill = element_create(caller=as_owner(alice), element_type=ElementType.SKILL, name="Audit Helper",
                            params={"description": "Helps audit a service's secrets.",

@@ -455,7 +455,9 @@ def cache_health() -> dict[str, Any]:
     if cache is None or cache.fetched_at is None:
         return {"source": _source(), "cached": False, "fetchedAt": None, "ageSeconds": None, "ttlSeconds": ttl,
                 "stale": True, "itemCount": 0, "countsByType": {}, "totalBytes": 0, "skipped": 0,
-                "lastError": cache.last_error or None if cache else None}
+                "lastError": cache.last_error or None if cache else None,
+                "failures": cache.failures if cache else 0,
+                "retryAfter": cache.retry_after.isoformat() if cache and backing_off(cache) else None}
     counts: dict[str, int] = {}
     for element_type in cache.items.values_list("element_type", flat=True):
         counts[element_type] = counts.get(element_type, 0) + 1

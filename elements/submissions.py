@@ -24,7 +24,6 @@ from django.utils import timezone
 
 from accounts.caller import Caller
 from accounts.errors import DomainError, Forbidden, InvalidInput, NotFound
-from accounts.models import AuditEvent
 from accounts.services import audit_record
 from elements import collection, selectors, validation
 from elements.fields import clean_fields, split_params
@@ -253,7 +252,7 @@ def _decide(caller: Caller, submission: CollectionSubmission, status: str, reaso
 
 def _notify(caller: Caller, submission: CollectionSubmission, *, subject: str, body: str) -> None:
     """An entry in the author's own audit trail (query_logs), and an email once the decision is committed."""
-    audit_record(caller=Caller.trusted(submission.author, via=caller.via or AuditEvent.Via.ADMIN),
+    audit_record(caller=Caller.trusted(submission.author, via=caller.via),
                  action=f"collection.submission_{submission.status}",
                  target=f"{submission.element_type} '{submission.name}'",
                  detail={"submission": submission.pk, "path": submission.path, "reviewer": caller.user.get_username(),
@@ -333,8 +332,8 @@ def submission_push(*, submission_id: int) -> CollectionSubmission:
     """Commit an approved submission to its branch on the git source, and record how that went. The
     clone and push run outside any transaction; only the outcome is written, under the row lock."""
     submission = CollectionSubmission.objects.select_related("author").get(pk=submission_id)
-    if not submission.git_branch or submission.git_commit:
-        return submission
+    if not submission.git_branch or submission.git_commit or submission.status != Status.APPROVED:
+        return submission  # nothing to push, pushed already, or withdrawn before the task ran
     author = submission.author
     identity = f"{author.get_full_name() or author.get_username()} <{author.email or 'atrium@localhost'}>"
     commit, error = "", ""

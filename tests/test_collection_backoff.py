@@ -90,9 +90,11 @@ def test_with_nothing_cached_the_error_comes_back_without_waiting_on_the_source(
     p = portfolio(alice)
 
     errors = [p.fails(READ, "browse_collection") for _ in range(3)]
+    health = p.ok(READ, "get_collection_cache_health")
 
     assert index_reads(http_source) == 1
     assert all("could not be read" in e and "HTTP 503" in e for e in errors)
+    assert health["cached"] is False and health["failures"] == 1 and health["retryAfter"]
 
 
 def test_cache_health_reports_the_failures_and_the_next_attempt(portfolio, alice, http_source):

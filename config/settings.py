@@ -110,6 +110,8 @@ ATRIUM_HTTP_ALLOWED_HOSTS = env_list("ATRIUM_HTTP_ALLOWED_HOSTS")
 # git repository (git+https://… or a path ending .git). The starter collection ships in collection/.
 ATRIUM_COLLECTION_SOURCE = os.environ.get("ATRIUM_COLLECTION_SOURCE", str(BASE_DIR / "collection"))
 ATRIUM_COLLECTION_TTL_SECONDS = int(os.environ.get("ATRIUM_COLLECTION_TTL_SECONDS", "3600"))
+# Elements one user may submit to the collection per hour (a resubmission while pending counts once).
+ATRIUM_COLLECTION_SUBMISSIONS_PER_HOUR = int(os.environ.get("ATRIUM_COLLECTION_SUBMISSIONS_PER_HOUR", "10"))
 ATRIUM_HTTP_TIMEOUT_SECONDS = float(os.environ.get("ATRIUM_HTTP_TIMEOUT_SECONDS", "20"))
 # capabilities_execute calls per user per minute; 0 turns the limit off.
 ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE = int(os.environ.get("ATRIUM_CAPABILITY_EXECUTIONS_PER_MINUTE", "60"))

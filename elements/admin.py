@@ -24,12 +24,13 @@ from accounts.admin import ServiceFormAdmin, admin_caller, validate_through
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from accounts.services import audit_record
-from elements import selectors, services
+from elements import selectors, services, submissions
 from elements.models import (
     Activation,
     AgentBlock,
     AgentExecution,
     CliApproval,
+    CollectionSubmission,
     Confirmation,
     Element,
     ElementRevision,
@@ -495,3 +496,104 @@ class CliApprovalAdmin(ReadOnlyAdmin):
     search_fields = ("id", "tool_name", "agent_identity", "owner__username")
     date_hierarchy = "created_at"
     list_select_related = ("owner",)
+
+
+class SubmissionStatusFilter(admin.SimpleListFilter):
+    """By status, pending by default: the review queue is what a curator opens the list for."""
+
+    title = "status"
+    parameter_name = "status"
+    ALL = "all"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [*CollectionSubmission.Status.choices, (self.ALL, "All")]
+
+    def value(self) -> str:
+        return super().value() or CollectionSubmission.Status.PENDING
+
+    def choices(self, changelist: Any) -> Any:
+        for value, label in self.lookup_choices:
+            yield {"selected": self.value() == value, "display": label,
+                   "query_string": changelist.get_query_string({self.parameter_name: value})}
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[CollectionSubmission]) -> Any:
+        return queryset if self.value() == self.ALL else queryset.filter(status=self.value())
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(max_length=submissions.MAX_REASON, widget=forms.Textarea(attrs={"rows": 4, "cols": 80}))
+
+
+@admin.register(CollectionSubmission)
+class CollectionSubmissionAdmin(ReadOnlyAdmin):
+    """The review queue of submit_collection_content: each page shows the file, its changes from what
+    the collection serves at that path, the validation and the scan, with Approve and Reject."""
+
+    list_display = ("submitted_at", "element_type", "name", "author", "status", "path", "scan_findings",
+                    "reviewer", "git_outcome")
+    list_display_links = ("name",)
+    list_filter = (SubmissionStatusFilter, "element_type")
+    search_fields = ("name", "path", "author__username")
+    list_select_related = ("author", "reviewer")
+    fields = ("author", "element_type", "name", "path", "status", "submitted_at", "resubmissions", "reviewer",
+              "decided_at", "reason", "git_branch", "git_commit", "git_error")
+    change_form_template = "admin/elements/collectionsubmission/change_form.html"
+    actions = None  # each submission is read before it is decided
+
+    @admin.display(description="scan")
+    def scan_findings(self, submission: CollectionSubmission) -> str:
+        return f"{len(submission.scan)} finding(s)" if submission.scan else "clean"
+
+    @admin.display(description="git")
+    def git_outcome(self, submission: CollectionSubmission) -> str:
+        if submission.git_commit:
+            return f"{submission.git_branch} @ {submission.git_commit[:10]}"
+        if submission.git_error:
+            return "failed"
+        return "queued" if submission.git_branch else ""
+
+    def get_urls(self) -> list[URLPattern]:
+        def route(name: str, view: Any) -> URLPattern:
+            return path(f"<int:submission_id>/{name}/", self.admin_site.admin_view(require_POST(view)),
+                        name=f"elements_collectionsubmission_{name}")
+
+        return [route("approve", self.approve_view), route("reject", self.reject_view),
+                route("withdraw", self.withdraw_view), *super().get_urls()]
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        submission = self.get_object(request, object_id)
+        if submission is not None:
+            against, diff = submissions.submission_diff(submission)
+            extra_context = {**(extra_context or {}), "against": against,
+                             "diff_lines": [(_line_kind(line), line) for line in diff],
+                             "can_decide": request.user.has_perm("elements.change_collectionsubmission"),
+                             "reject_form": RejectForm()}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def _decide(self, request: HttpRequest, submission_id: int, decide: Any, done: str) -> HttpResponse:
+        if not request.user.has_perm("elements.change_collectionsubmission"):
+            raise PermissionDenied
+        try:
+            submission = decide(admin_caller(request), submission_id)
+        except DomainError as exc:
+            self.message_user(request, exc.message, level=messages.ERROR)
+            return redirect("admin:elements_collectionsubmission_change", submission_id)
+        self.message_user(request, f"{submission.element_type.capitalize()} '{submission.name}' {done}.")
+        return redirect("admin:elements_collectionsubmission_changelist")
+
+    def approve_view(self, request: HttpRequest, submission_id: int) -> HttpResponse:
+        return self._decide(request, submission_id, lambda caller, pk: submissions.submission_approve(
+            caller=caller, submission_id=pk), "is approved: the collection serves it now")
+
+    def reject_view(self, request: HttpRequest, submission_id: int) -> HttpResponse:
+        form = RejectForm(request.POST)
+        if not form.is_valid():
+            self.message_user(request, "A rejection needs a reason: the author is told it.", level=messages.ERROR)
+            return redirect("admin:elements_collectionsubmission_change", submission_id)
+        return self._decide(request, submission_id, lambda caller, pk: submissions.submission_reject(
+            caller=caller, submission_id=pk, reason=form.cleaned_data["reason"]), "is rejected; its author is told why")
+
+    def withdraw_view(self, request: HttpRequest, submission_id: int) -> HttpResponse:
+        return self._decide(request, submission_id, lambda caller, pk: submissions.submission_withdraw(
+            caller=caller, submission_id=pk), "is withdrawn from the collection")

@@ -26,7 +26,7 @@ from django.utils import timezone
 from accounts import cache_stats
 from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
-from elements.models import CollectionCache, CollectionItem, Element
+from elements.models import CollectionCache, CollectionItem, CollectionSubmission, Element
 from elements.portfolio import MARKDOWN_SUFFIX, MEMORY_SUFFIXES, package_from_markdown, package_from_memory_yaml
 from elements.services import element_import
 from elements.types import MAX_FILE_BYTES, ElementType, element_type_parse
@@ -38,6 +38,9 @@ MAX_TOTAL_BYTES = 64 * 1024 * 1024
 MAX_PATH = 300
 MAX_INDEX_BYTES = 4 * 1024 * 1024
 CLAIM_SECONDS = 120
+# After a failed read the source is left alone for this long, doubling with each failure in a row
+# up to the TTL; callers meanwhile answer from the cached copy.
+BACKOFF_SECONDS = 60
 # A caller finding the cache empty while another worker fills it waits this long for it.
 FIRST_FILL_WAIT_SECONDS = 30
 SECTIONS = (LIBRARY,)
@@ -174,6 +177,66 @@ def _read_git(url: str) -> Files:
             return files
 
 
+def is_git(source: str) -> bool:
+    return source.startswith("git+") or source.rstrip("/").endswith(".git")
+
+
+def branch_commit(source: str, *, branch: str, path: str, text: str, message: str, author: str) -> str:
+    """Commit `text` at `path` on top of the source's default branch and push it to `branch` there;
+    the new commit's sha. Built in the object store of a shallow bare clone: nothing is checked out.
+    Raises SourceUnavailable when the source cannot be cloned or refuses the push."""
+    import time
+
+    from dulwich import porcelain
+    from dulwich.objects import Blob, Commit
+
+    url = source.removeprefix("git+")
+    with tempfile.TemporaryDirectory(prefix="atrium-submission-") as target:
+        try:
+            repo = porcelain.clone(url, target, bare=True, depth=1, errstream=porcelain.NoneStream())
+        except Exception as exc:  # dulwich raises many kinds for an unreachable or broken remote
+            raise SourceUnavailable(f"Could not clone {url}: {exc.__class__.__name__}.") from exc
+        with repo:
+            store = repo.object_store
+            head = store[repo.head()]
+            blob = Blob.from_string(text.encode("utf-8"))
+            tree = _tree_with(store, store[head.tree], path.split("/"), blob)
+            commit = Commit()
+            commit.tree, commit.parents = tree.id, [head.id]
+            commit.author = commit.committer = author.encode("utf-8")
+            commit.author_time = commit.commit_time = int(time.time())
+            commit.author_timezone = commit.commit_timezone = 0
+            commit.encoding, commit.message = b"UTF-8", message.encode("utf-8")
+            store.add_object(commit)
+            ref = f"refs/heads/{branch}".encode()
+            repo.refs[ref] = commit.id
+            try:
+                porcelain.push(repo, url, ref, outstream=porcelain.NoneStream(), errstream=porcelain.NoneStream(),
+                               force=True)
+            except Exception as exc:  # refused, unreachable, no rights: dulwich has no one error type for it
+                raise SourceUnavailable(f"Could not push {branch} to {url}: {exc.__class__.__name__}: "
+                                        f"{str(exc)[:200]}") from exc
+            return commit.id.decode()
+
+
+def _tree_with(store: Any, tree: Any, parts: list[str], blob: Any) -> Any:
+    """A copy of `tree` holding `blob` at the path `parts`, its new trees added to the store."""
+    from dulwich.objects import Tree
+
+    copy = Tree()
+    for entry in tree.iteritems():
+        copy.add(entry.path, entry.mode, entry.sha)
+    name = parts[0].encode("utf-8")
+    if len(parts) == 1:
+        store.add_object(blob)
+        copy.add(name, 0o100644, blob.id)
+    else:
+        child = _subtree(store, tree, parts[0])
+        copy.add(name, 0o040000, _tree_with(store, child if child is not None else Tree(), parts[1:], blob).id)
+    store.add_object(copy)
+    return copy
+
+
 def _subtree(store: Any, tree: Any, name: str) -> Any:
     from dulwich.objects import Tree
 
@@ -231,7 +294,7 @@ def _read_http(url: str) -> Files:
 
 def source_read(source: str) -> Files:
     """Every library file of the source, bounded; raises SourceUnavailable when it cannot be read."""
-    if source.startswith("git+") or source.rstrip("/").endswith(".git"):
+    if is_git(source):
         return _read_git(source)
     if source.startswith(("http://", "https://")):
         return _read_http(source)
@@ -244,7 +307,7 @@ def source_read(source: str) -> Files:
 # --- the index -----------------------------------------------------------------------------
 
 
-def _entry(path: str, body: bytes) -> dict[str, Any]:
+def index_entry(path: str, body: bytes) -> dict[str, Any]:
     """The index entry of one file, or raises InvalidInput naming the file."""
     try:
         text = body.decode("utf-8")
@@ -272,7 +335,7 @@ def index_build(files: Files) -> dict[str, Any]:
             skipped.append({"path": path, "error": body})
             continue
         try:
-            entry = _entry(path, body)
+            entry = index_entry(path, body)
         except InvalidInput as exc:
             skipped.append({"path": path, "error": exc.message})
             continue
@@ -295,7 +358,8 @@ def _claim(cache: CollectionCache, *, force: bool) -> bool:
     now = timezone.now()
     claimable = CollectionCache.objects.filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), pk=cache.pk)
     if not force:
-        claimable = claimable.filter(Q(fetched_at__isnull=True) | Q(fetched_at__lt=now - _ttl()))
+        claimable = claimable.filter(Q(fetched_at__isnull=True) | Q(fetched_at__lt=now - _ttl()),
+                                     Q(retry_after__isnull=True) | Q(retry_after__lte=now))
     return bool(claimable.update(claimed_until=now + timedelta(seconds=CLAIM_SECONDS)))
 
 
@@ -303,11 +367,21 @@ def _ttl() -> timedelta:
     return timedelta(seconds=settings.ATRIUM_COLLECTION_TTL_SECONDS)
 
 
+def backoff(failures: int) -> timedelta:
+    """How long the source is left alone after `failures` failed reads in a row."""
+    return min(timedelta(seconds=BACKOFF_SECONDS * 2 ** min(max(failures - 1, 0), 20)), _ttl())
+
+
+def backing_off(cache: CollectionCache) -> bool:
+    return cache.retry_after is not None and timezone.now() < cache.retry_after
+
+
 def collection_refresh(*, force: bool = True) -> CollectionCache:
-    """Read the source into the cache. A source out of reach keeps the cached copy and records the
-    error; a worker that finds another one refreshing leaves the cache to it."""
+    """Read the source into the cache. A source out of reach keeps the cached copy, records the
+    error and is not tried again on use until its back-off has passed (a forced refresh, the beat
+    task's, tries at once); a worker that finds another one refreshing leaves the cache to it."""
     cache, _ = CollectionCache.objects.get_or_create(source=_source())
-    if not force and not cache_stale(cache):
+    if not force and (not cache_stale(cache) or backing_off(cache)):
         return cache
     if not _claim(cache, force=force):
         cache.refresh_from_db()  # as the winner left it, or is leaving it
@@ -316,8 +390,11 @@ def collection_refresh(*, force: bool = True) -> CollectionCache:
         files = source_read(cache.source)
     except (SourceUnavailable, InvalidInput) as exc:
         message = exc.message if isinstance(exc, InvalidInput) else str(exc)
-        CollectionCache.objects.filter(pk=cache.pk).update(last_error=message, last_error_at=timezone.now(),
-                                                           claimed_until=None)
+        # The claim is this worker's, so no other one counts failures meanwhile.
+        failures = CollectionCache.objects.values_list("failures", flat=True).get(pk=cache.pk) + 1
+        now = timezone.now()
+        CollectionCache.objects.filter(pk=cache.pk).update(last_error=message, last_error_at=now, failures=failures,
+                                                           retry_after=now + backoff(failures), claimed_until=None)
         cache.refresh_from_db()
         return cache
     index = index_build(files)
@@ -336,6 +413,7 @@ def collection_refresh(*, force: bool = True) -> CollectionCache:
         cache.index, cache.etag, cache.item_count = index, etag, len(items)
         cache.total_bytes = sum(e["size"] for e in items)
         cache.fetched_at, cache.last_error, cache.last_error_at, cache.claimed_until = timezone.now(), "", None, None
+        cache.failures, cache.retry_after = 0, None
         cache.save()
     return cache
 
@@ -356,8 +434,9 @@ def collection_cache(*, warnings: list[str]) -> CollectionCache:
         raise NotFound(f"The community collection could not be read from its source and nothing is cached: "
                        f"{cache.last_error or 'another worker is still reading it'}", code="collection_unavailable")
     if cache.last_error:  # a successful read clears it
+        retry = f" It is tried again after {cache.retry_after.isoformat()}." if backing_off(cache) else ""
         warnings.append(f"The collection source could not be read ({cache.last_error}); answering from the copy "
-                        f"cached at {cache.fetched_at.isoformat()}.")
+                        f"cached at {cache.fetched_at.isoformat()}.{retry}")
     return cache
 
 
@@ -379,7 +458,9 @@ def cache_health() -> dict[str, Any]:
     if cache is None or cache.fetched_at is None:
         return {"source": _source(), "cached": False, "fetchedAt": None, "ageSeconds": None, "ttlSeconds": ttl,
                 "stale": True, "itemCount": 0, "countsByType": {}, "totalBytes": 0, "skipped": 0,
-                "lastError": cache.last_error or None if cache else None}
+                "lastError": cache.last_error or None if cache else None,
+                "failures": cache.failures if cache else 0,
+                "retryAfter": cache.retry_after.isoformat() if cache and backing_off(cache) else None}
     counts: dict[str, int] = {}
     for element_type in cache.items.values_list("element_type", flat=True):
         counts[element_type] = counts.get(element_type, 0) + 1
@@ -388,14 +469,57 @@ def cache_health() -> dict[str, Any]:
             "stale": cache_stale(cache), "itemCount": cache.item_count, "countsByType": counts,
             "totalBytes": cache.total_bytes, "skipped": len(cache.index.get("skipped") or []),
             "lastError": cache.last_error or None,
-            "lastErrorAt": cache.last_error_at.isoformat() if cache.last_error_at else None}
+            "lastErrorAt": cache.last_error_at.isoformat() if cache.last_error_at else None,
+            "failures": cache.failures, "retryAfter": cache.retry_after.isoformat() if backing_off(cache) else None}
 
 
 # --- reading the cache ---------------------------------------------------------------------
+#
+# What the collection operations serve is the cached source and, over it, the submissions curators
+# approved (CollectionSubmission): those are rows of their own, so a refresh, which replaces the
+# cache's items, leaves them in place. At a path both hold, the approved submission is served.
+
+
+def submission_item(submission: CollectionSubmission) -> CollectionItem:
+    """An approved submission as an (unsaved) item, with origin "submission"."""
+    entry = submission.entry
+    item = CollectionItem(
+        path=submission.path, element_type=submission.element_type, name=submission.name,
+        description=entry.get("description", ""), author=entry.get("author", ""), version=entry.get("version", ""),
+        category=entry.get("category", ""), tags=entry.get("tags", []), unique_id=entry.get("unique_id", ""),
+        created=entry.get("created", ""), size=entry.get("size", 0), sha=entry.get("sha", ""), text=submission.text)
+    item.origin = "submission"
+    return item
+
+
+def approved_submissions() -> list[CollectionSubmission]:
+    """The approved submission served at each path: the latest approved there."""
+    served: dict[str, CollectionSubmission] = {}
+    approved = CollectionSubmission.objects.filter(status=CollectionSubmission.Status.APPROVED)
+    for submission in approved.order_by("-decided_at", "-id"):
+        served.setdefault(submission.path, submission)
+    return list(served.values())
+
+
+def served_items(cache: CollectionCache, *, element_type: ElementType | None = None,
+                 category: str = "") -> list[CollectionItem]:
+    """The collection's items: the approved submissions, and the source's files at the other paths."""
+    submissions = [submission_item(s) for s in approved_submissions()]
+    community = cache.items.exclude(path__in=[i.path for i in submissions])
+    if element_type is not None:
+        community = community.filter(element_type=element_type.value)
+        submissions = [i for i in submissions if i.element_type == element_type.value]
+    if category:
+        community = community.filter(category__iexact=category)
+        submissions = [i for i in submissions if i.category.lower() == category.lower()]
+    return submissions + list(community.defer("text"))
 
 
 def item_get(cache: CollectionCache, path: object) -> CollectionItem:
     canonical, _ = path_parse(path)
+    submission = next((s for s in approved_submissions() if s.path == canonical), None)
+    if submission is not None:
+        return submission_item(submission)
     item = cache.items.filter(path=canonical).first()
     if item is None:
         raise NotFound(f"No collection content at {canonical}.", code="not_found")
@@ -406,14 +530,9 @@ def items_matching(cache: CollectionCache, *, text: str = "", element_type: Elem
                    category: str = "") -> list[tuple[CollectionItem, list[str], int]]:
     """Items whose name, description or tags hold every word of `text` (case-insensitive), with where
     each matched and a relevance score (name over tags over description)."""
-    items = cache.items.all()
-    if element_type is not None:
-        items = items.filter(element_type=element_type.value)
-    if category:
-        items = items.filter(category__iexact=category)
     words = [w.lower() for w in text.split()]
     found = []
-    for item in items:
+    for item in served_items(cache, element_type=element_type, category=category):
         name, description, tags = item.name.lower(), item.description.lower(), [t.lower() for t in item.tags]
         where: set[str] = set()
         score = 0
@@ -431,7 +550,8 @@ def items_matching(cache: CollectionCache, *, text: str = "", element_type: Elem
 def item_data(item: CollectionItem) -> dict[str, Any]:
     return {"path": item.path, "type": item.element_type, "name": item.name, "description": item.description,
             "author": item.author, "version": item.version, "category": item.category or None, "tags": item.tags,
-            "unique_id": item.unique_id, "created": item.created or None, "size": item.size, "sha": item.sha}
+            "unique_id": item.unique_id, "created": item.created or None, "size": item.size, "sha": item.sha,
+            "origin": item.origin}
 
 
 # --- installing ----------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""The MCP-AQL operations of the community collection: browse, search, read and install.
+"""The MCP-AQL operations of the community collection: browse, search, read, install and submit.
 
 Everything reads the cached collection (elements.collection), refreshed from its source when stale;
 a source out of reach answers from the cache with a warning. Installing is an import
 (elements.collection.collection_install), so a collection file is validated like any portfolio file.
+Submitting queues a snapshot for the curators (elements.submissions); approved ones are served too.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from accounts.errors import InvalidInput
-from elements import collection, selectors
+from elements import collection, selectors, submissions
 from elements.mcpaql import Call, Endpoint, Param, operation
 from elements.operations import _search_text
 from elements.services import ElementExists
@@ -29,13 +30,14 @@ def _type(call: Call, key: str) -> ElementType | None:
 def _summary(item: Any) -> dict[str, Any]:
     return {"path": item.path, "type": item.element_type, "name": item.name, "description": item.description,
             "author": item.author, "version": item.version, "tags": item.tags,
-            **({"category": item.category} if item.category else {})}
+            **({"category": item.category} if item.category else {}), "origin": item.origin}
 
 
 @operation("browse_collection", Endpoint.READ,
            "Browse the DollhouseMCP community collection by section and type. Without a section, lists the sections; "
            "with section library and no type, the types with their counts; with a type, its items (path, name, "
-           "description, author, version, tags, category).", params=(
+           "description, author, version, tags, category). Atrium extends the reference with origin: community for the "
+           "source's files, submission for elements curators approved from submit_collection_content.", params=(
                Param("section", "string", False, "Collection section to browse (library)"),
                Param("type", "string", False, "Element type filter (personas, skills, templates, agents, memories, "
                                                "ensembles)"),
@@ -44,26 +46,28 @@ def browse_collection(call: Call) -> dict[str, Any]:
     cache = collection.collection_cache(warnings=call.warnings)
     section = (call.text("section") or "").strip()
     element_type = _type(call, "type")
+    items = collection.served_items(cache, element_type=element_type)
     if not section and element_type is None:
-        return {"sections": [{"name": collection.LIBRARY, "count": cache.item_count}], "total": cache.item_count}
+        return {"sections": [{"name": collection.LIBRARY, "count": len(items)}], "total": len(items)}
     if section and section != collection.LIBRARY:
         raise InvalidInput(f"Unknown collection section {section!r:.60}. Sections: {collection.LIBRARY}.",
                            code="invalid_section")
-    items = cache.items.all()
     if element_type is None:
         counts = {t.plural: 0 for t in ElementType}
-        for value in items.values_list("element_type", flat=True):
-            counts[element_type_parse(value).plural] += 1
+        for item in items:
+            counts[element_type_parse(item.element_type).plural] += 1
         return {"section": collection.LIBRARY, "types": [{"type": t, "count": n} for t, n in counts.items()],
-                "total": cache.item_count}
-    listed = [_summary(i) for i in items.filter(element_type=element_type.value).order_by("name")]
+                "total": len(items)}
+    listed = [_summary(i) for i in sorted(items, key=lambda i: (i.name, i.path))]
     return {"section": collection.LIBRARY, "type": element_type.plural, "items": listed, "total": len(listed)}
 
 
 @operation("search_collection", Endpoint.READ,
            "Search the community collection by keywords: every word must occur in the name, description or tags "
-           "(case-insensitive). Best matches first.", params=(Param("query", "string", True, "Search query"),),
-           returns="{query, results: [{path, type, name, description, author, version, tags, matchedIn}], total}")
+           "(case-insensitive). Best matches first. Each result's origin (Atrium's) is community or submission.",
+           params=(Param("query", "string", True, "Search query"),),
+           returns="{query, results: [{path, type, name, description, author, version, tags, origin, matchedIn}], "
+                   "total}")
 def search_collection(call: Call) -> dict[str, Any]:
     text = _search_text(call)
     cache = collection.collection_cache(warnings=call.warnings)
@@ -109,9 +113,10 @@ def search_collection_enhanced(call: Call) -> dict[str, Any]:
 
 
 @operation("get_collection_content", Endpoint.READ,
-           "Get detailed information about content from the collection: its metadata and the file's text.",
+           "Get detailed information about content from the collection: its metadata and the file's text. Atrium "
+           "extends the reference with origin (community, or submission for an approved submission).",
            params=(PATH,), returns="{path, type, name, description, author, version, category, tags, unique_id, "
-                                   "created, size, sha, content}")
+                                   "created, size, sha, origin, content}")
 def get_collection_content(call: Call) -> dict[str, Any]:
     cache = collection.collection_cache(warnings=call.warnings)
     item = collection.item_get(cache, call.params.get("path"))
@@ -143,8 +148,42 @@ def install_collection_content(call: Call) -> dict[str, Any]:
 
 @operation("get_collection_cache_health", Endpoint.READ,
            "Get health status and statistics for the collection cache: source, fetchedAt, ageSeconds, ttlSeconds, "
-           "stale, item counts by type, total bytes, files skipped as invalid, and the last error reading the source.",
+           "stale, item counts by type, total bytes, files skipped as invalid, and the last error reading the source. "
+           "Atrium extends the reference with failures (failed reads in a row) and retryAfter (until when a source "
+           "that failed is left alone, the cached copy answering).",
            returns="{source, cached, fetchedAt, ageSeconds, ttlSeconds, stale, itemCount, countsByType, totalBytes, "
-                   "skipped, lastError, lastErrorAt?}")
+                   "skipped, lastError, lastErrorAt?, failures?, retryAfter?}")
 def get_collection_cache_health(call: Call) -> dict[str, Any]:
     return collection.cache_health()
+
+
+@operation("submit_collection_content", Endpoint.CREATE,
+           "Submit a local element to the community collection. content names the element: its name (with "
+           "element_type when several types share it) or type/name, e.g. personas/code-reviewer. Atrium queues it "
+           "for the server's curators instead of opening a GitHub issue: the element's collection file is validated "
+           "as import_portfolio validates a file and against the collection's rules (an invalid element is "
+           "refused), scanned for injection, and kept as a snapshot; a memory takes only its public entries. "
+           "Submitting again while it is pending replaces the snapshot. Once a curator approves it, browse, search, "
+           "get and install_collection_content serve it at its path (origin submission). Atrium extends the "
+           "reference with the answer's submission (submission_id, status, path; reason once rejected), "
+           "validation, scan and submissions (your latest submissions and their status: pending, approved, "
+           "rejected or withdrawn), and with status: true, which only lists your submissions.", params=(
+               Param("content", "string", True, "Element reference to submit: its name, or type/name"),
+               Param("status", "boolean", False, "List your submissions and their status, submitting nothing",
+                     False),
+           ), returns="{submitted, message, submission: {submission_id, status, element_type, element_name, path, "
+                      "submitted_at, decided_at, reason?, branch?}, replaced, validation, scan, submissions}")
+def submit_collection_content(call: Call) -> dict[str, Any]:
+    if call.flag("status"):
+        return {"submitted": False,
+                "submissions": [submissions.submission_data(s) for s in submissions.submissions_of(caller=call.caller)]}
+    element = submissions.element_resolve(caller=call.caller, content=call.params.get("content"),
+                                          element_type=call.element_type)
+    submission, replaced = submissions.submission_create(caller=call.caller, element=element)
+    call.warnings.extend(submission.validation.get("warnings", []))
+    verb = "Replaced the pending snapshot of" if replaced else "Submitted"
+    return {"submitted": True, "replaced": replaced, "submission": submissions.submission_data(submission),
+            "validation": submission.validation, "scan": submission.scan,
+            "message": f"{verb} {submission.element_type} '{submission.name}' for {submission.path}: pending a "
+                       "curator's review. Call submit_collection_content with status: true to follow it.",
+            "submissions": [submissions.submission_data(s) for s in submissions.submissions_of(caller=call.caller)]}

@@ -378,6 +378,10 @@ class CollectionCache(models.Model):
     total_bytes = models.PositiveBigIntegerField(default=0)
     # A refresh claims the row by moving this forward in one UPDATE, so only one worker reads the source at once.
     claimed_until = models.DateTimeField(null=True, blank=True)
+    # Failed reads in a row, and when the next one may be tried: a source that is down is not
+    # waited on by every call (an HTTP source for its whole timeout), only once per back-off.
+    failures = models.PositiveIntegerField(default=0)
+    retry_after = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.source
@@ -400,6 +404,10 @@ class CollectionItem(models.Model):
     size = models.PositiveIntegerField(default=0)
     sha = models.CharField(max_length=64)
     text = models.TextField()
+
+    # Where the item comes from: the source ("community"), or an approved submission ("submission")
+    # for the unsaved items elements.collection makes of those.
+    origin = "community"
 
     class Meta:
         ordering = ["element_type", "name"]
@@ -456,3 +464,51 @@ class PortfolioSyncBase(models.Model):
 
     def __str__(self) -> str:
         return self.path
+
+
+class CollectionSubmission(models.Model):
+    """An element its author submitted to the server's collection: a snapshot of the collection
+    file it would be, validated and scanned when submitted, waiting for a curator's decision. An
+    approved submission is served by the collection operations at its path (origin "submission"),
+    over the source's file there, until a curator withdraws it; a refresh of the cache leaves it be."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        WITHDRAWN = "withdrawn"
+
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                               related_name="collection_submissions")
+    # SET_NULL: the snapshot is what was submitted; the element may change or go meanwhile.
+    element = models.ForeignKey(Element, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    element_type = models.CharField(max_length=16)
+    name = models.CharField(max_length=100)
+    path = models.CharField(max_length=300)  # library/<type>/<file>
+    text = models.TextField()  # the collection file
+    entry = models.JSONField(default=dict, blank=True)  # its collection-index.json entry
+    validation = models.JSONField(default=dict, blank=True)  # {valid, errors, warnings}
+    scan = models.JSONField(default=list, blank=True)  # [{field, pattern, severity, excerpt}]
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    submitted_at = models.DateTimeField(default=timezone.now)  # the latest snapshot's
+    resubmissions = models.PositiveIntegerField(default=0)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    # Where the source is a git repository: the branch the approved file is committed to, and how that went.
+    git_branch = models.CharField(max_length=200, blank=True)
+    git_commit = models.CharField(max_length=64, blank=True)
+    git_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["author", "element_type", "name"],
+                                               condition=models.Q(status="pending"),
+                                               name="collection_submission_one_pending")]
+        indexes = [models.Index(fields=["status", "path"], name="collection_submission_served"),
+                   models.Index(fields=["author", "-submitted_at"], name="collection_submission_author")]
+
+    def __str__(self) -> str:
+        return f"{self.element_type} {self.name} ({self.status})"

@@ -411,8 +411,8 @@ SEARCH_SCOPES = ("local", "github", "collection", "all")
 
 @operation("search", Endpoint.READ, "Unified search. Scope local searches your elements, collection the "
            "elements curators published for the team and the community collection (each result's origin: published "
-           "or community, with the path to install), github the files at the head of your GitHub portfolio "
-           "repository (init_portfolio; each result with its path), all every one of them.", params=(
+           "or community/submission, with the path to install), github the files at the head of your GitHub "
+           "portfolio repository (init_portfolio; each result with its path), all every one of them.", params=(
     Param("query", "string", True, "Search query ('*' with filters lists your elements)"),
     Param("scope", "string|array", False, "local (default), collection, all, github"),
     Param("type", "string", False, "Filter by element type"), PAGE, Param("limit", "number", False, "Page size"),
@@ -486,8 +486,9 @@ def _github_search(call: Call, text: str, element_type: ElementType | None, *, r
 
 def _community_search(call: Call, text: str, element_type: ElementType | None, page: int,
                       size: int) -> tuple[list[dict[str, Any]], int]:
-    """One page of the community collection's matches, beside the elements curators published: scope
-    collection reads both, each result's origin saying which."""
+    """One page of the community collection's matches (the source's files and the approved
+    submissions), beside the elements curators published: scope collection reads them all, each
+    result's origin (community, submission or published) saying which."""
     try:
         cache = collection.collection_cache(warnings=call.warnings)
     except DomainError as exc:
@@ -496,7 +497,7 @@ def _community_search(call: Call, text: str, element_type: ElementType | None, p
     found = sorted(collection.items_matching(cache, text=text, element_type=element_type),
                    key=lambda m: (-m[2], m[0].name.lower()))
     return [{"type": item.element_type, "element_name": item.name, "description": item.description,
-             "source": "collection", "origin": "community", "path": item.path, "matchedIn": where,
+             "source": "collection", "origin": item.origin, "path": item.path, "matchedIn": where,
              "author": item.author} for item, where, _ in found[(page - 1) * size: page * size]], len(found)
 
 

@@ -2,7 +2,7 @@ from typing import Any
 
 from celery import shared_task
 
-from elements import collection
+from elements import collection, submissions
 
 
 @shared_task
@@ -18,3 +18,10 @@ def portfolio_auto_push(user_id: int) -> dict[str, Any] | None:
     from elements.portfolio_sync import auto_push
 
     return auto_push(user_id=user_id)
+
+
+def collection_submission_push(submission_id: int) -> dict[str, Any]:
+    """Commit an approved submission to its branch on the collection's git source."""
+    submission = submissions.submission_push(submission_id=submission_id)
+    return {"submission": submission.pk, "branch": submission.git_branch, "commit": submission.git_commit,
+            "error": submission.git_error}

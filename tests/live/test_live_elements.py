@@ -136,15 +136,17 @@ def test_the_sdk_client_runs_every_element_operation(live_atrium):
     from elements.mcpaql import ROUTES
     from tests.live.test_live_agents import AGENT_OPERATIONS
     from tests.live.test_live_collection import COLLECTION_OPERATIONS
+    from tests.live.test_live_collection_submissions import SUBMISSION_OPERATIONS
     from tests.live.test_live_console import CONSOLE_OPERATIONS
     from tests.live.test_live_github_auth import GITHUB_OPERATIONS
     from tests.live.test_live_portfolio_sync import PORTFOLIO_OPERATIONS
 
-    # The agent lifecycle, the community collection, the console links, GitHub sign-in and portfolio
-    # sync have walks of their own (test_live_agents.py, test_live_collection.py, test_live_console.py,
-    # test_live_github_auth.py, test_live_portfolio_sync.py).
-    walked = {*AGENT_OPERATIONS, *COLLECTION_OPERATIONS, *CONSOLE_OPERATIONS, *GITHUB_OPERATIONS,
-              *PORTFOLIO_OPERATIONS}
+    # The agent lifecycle, the community collection, submitting to it, the console links, GitHub
+    # sign-in and portfolio sync have walks of their own (test_live_agents.py, test_live_collection.py,
+    # test_live_collection_submissions.py, test_live_console.py, test_live_github_auth.py,
+    # test_live_portfolio_sync.py).
+    walked = {*AGENT_OPERATIONS, *COLLECTION_OPERATIONS, *SUBMISSION_OPERATIONS, *CONSOLE_OPERATIONS,
+              *GITHUB_OPERATIONS, *PORTFOLIO_OPERATIONS}
     assert set(ROUTES) - walked == set(seen)
     assert set(Element.objects.filter(owner=alice.user).values_list("name", flat=True)) == {
         "reviewer", "debugging", "greeting", "notes", "team", "helper", "deploys"}

@@ -13,6 +13,7 @@ to a branch there by a Celery task.
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from datetime import timedelta
 from typing import Any
@@ -47,6 +48,8 @@ class NotPending(DomainError):
 
 
 # --- the element reference -------------------------------------------------------------------
+
+log = logging.getLogger(__name__)
 
 
 def element_resolve(*, caller: Caller, content: object, element_type: ElementType | None) -> Element:
@@ -279,10 +282,22 @@ def submission_approve(*, caller: Caller, submission_id: int) -> CollectionSubmi
             body=f"A curator approved your submission {submission.pk} of {submission.element_type} "
                  f"'{submission.name}'. It is now in the collection at {submission.path}.")
     if submission.git_branch:
-        from elements.tasks import collection_submission_push
-
-        transaction.on_commit(lambda: collection_submission_push.delay(submission.pk))
+        transaction.on_commit(lambda: _push_queue(submission.pk))
     return submission
+
+
+def _push_queue(submission_id: int) -> None:
+    """Queue the git push of an approved submission; a broker out of reach is recorded on it, not raised
+    into the curator's page after the approval has committed."""
+    from elements.tasks import collection_submission_push
+
+    try:
+        collection_submission_push.delay(submission_id)
+    except Exception as exc:  # kombu raises several kinds for an unreachable broker
+        log.warning("The git push of collection submission %s was not queued: %s", submission_id, exc)
+        CollectionSubmission.objects.filter(pk=submission_id, git_commit="").update(
+            git_error=f"The push to the git source could not be queued ({type(exc).__name__}): the task broker "
+                      "was unreachable.")
 
 
 @transaction.atomic

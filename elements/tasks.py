@@ -20,6 +20,7 @@ def portfolio_auto_push(user_id: int) -> dict[str, Any] | None:
     return auto_push(user_id=user_id)
 
 
+@shared_task
 def collection_submission_push(submission_id: int) -> dict[str, Any]:
     """Commit an approved submission to its branch on the collection's git source."""
     submission = submissions.submission_push(submission_id=submission_id)

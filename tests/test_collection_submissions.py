@@ -422,6 +422,26 @@ def test_a_push_that_fails_is_recorded_on_the_submission(alice, curator, setting
     assert "Could not clone" in row.git_error
 
 
+def test_a_push_the_broker_cannot_take_is_recorded_and_the_approval_stands(alice, curator, settings, tmp_path,
+                                                                           monkeypatch,
+                                                                           django_capture_on_commit_callbacks):
+    from elements import tasks
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    settings.ATRIUM_COLLECTION_SOURCE = bare_repository(tmp_path)
+    monkeypatch.setattr(tasks.collection_submission_push, "delay", unreachable)
+    row = submit(alice, persona(alice))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        submissions.submission_approve(caller=as_curator(curator), submission_id=row.pk)
+
+    row.refresh_from_db()
+    assert row.status == Status.APPROVED and row.git_commit == ""
+    assert row.git_error.startswith("The push to the git source could not be queued (ConnectionRefusedError)")
+
+
 def test_refused_input_reaches_the_client_as_an_error(portfolio, alice):
     persona(alice)
     p = portfolio(alice)

@@ -32,6 +32,20 @@ SCOPES: tuple[tuple[str, str], ...] = (
 
 ALL_SCOPES: frozenset[str] = frozenset(name for name, _ in SCOPES)
 
+# Which product's tools each scope's prefix gates, for pages that group scopes.
+PRODUCTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Elements (DollhouseMCP)", ("elements",)),
+    ("Workflows, runs and docs (Roscoe)", ("workflows", "runs", "docs")),
+    ("Capabilities and playbooks (Aident)", ("capabilities", "integrations", "playbooks", "templates", "dashboard",
+                                             "sandbox")),
+)
+
+
+def scopes_by_product() -> list[tuple[str, list[tuple[str, str]]]]:
+    """(product, [(scope, what it allows)]) in the catalogue's order."""
+    return [(product, [(name, words) for name, words in SCOPES if name.split(":")[0] in prefixes])
+            for product, prefixes in PRODUCTS]
+
 
 def scopes_sync(scope_model: type) -> None:
     """Make the Scope table match SCOPES (names and words). Data migrations call it with their

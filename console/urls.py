@@ -10,4 +10,6 @@ urlpatterns = [
     path("logs/", views.logs, name="logs"),
     path("metrics/", views.metrics, name="metrics"),
     path("connect/", views.connect, name="connect"),
+    path("tokens/", views.tokens, name="tokens"),
+    path("tokens/<int:token_id>/revoke", views.token_revoke, name="token-revoke"),
 ]

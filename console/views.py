@@ -1,20 +1,27 @@
 """The web console's pages, for the signed-in user: their portfolio, their activity log, their
-metrics and how to connect a client. Each page reads what an MCP operation reads, through the same
-selectors, and accepts the deep-link parameters of console.links."""
+metrics, their personal tokens and how to connect a client. Each page reads what an MCP operation
+reads, through the same selectors and services, and accepts the deep-link parameters of
+console.links."""
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts import selectors as account_selectors
+from accounts import services as account_services
 from accounts.caller import Caller
 from accounts.errors import DomainError, InvalidInput
+from accounts.scopes import scopes_by_product
 from accounts.selectors import audit_category
 from console.links import MAX_REFRESH_SECONDS, MAX_TEXT, since_parse
 from elements import selectors
@@ -139,3 +146,54 @@ def metrics(request: HttpRequest) -> HttpResponse:
 @require_GET
 def connect(request: HttpRequest) -> HttpResponse:
     return render(request, "console/connect.html", {})
+
+
+# --- tokens --------------------------------------------------------------------------------
+
+EXPIRIES = (("", "Never"), ("7", "In 7 days"), ("30", "In 30 days"), ("90", "In 90 days"), ("365", "In a year"))
+
+
+def _tokens_page(request: HttpRequest, *, raw: str = "", error: str = "", form: dict[str, Any] | None = None,
+                 status: int = 200) -> HttpResponse:
+    return render(request, "console/tokens.html", {
+        "tokens": account_selectors.token_list(caller=_caller(request)),
+        "products": scopes_by_product(), "expiries": EXPIRIES, "raw": raw, "error": error,
+        "form": form or {"label": "", "scopes": [], "expires": "30"},
+    }, status=status)
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def tokens(request: HttpRequest) -> HttpResponse:
+    """The user's personal tokens: list, and make one (its raw value shown on this answer only)."""
+    if request.method == "GET":
+        return _tokens_page(request)
+    form = {"label": request.POST.get("label", "").strip(), "scopes": request.POST.getlist("scopes"),
+            "expires": request.POST.get("expires", "")}
+    days = dict(EXPIRIES)
+    try:
+        if form["expires"] not in days:
+            raise InvalidInput("Choose when the token expires.", code="invalid_expiry")
+        if not form["scopes"]:
+            raise InvalidInput("Choose at least one scope: a token without scopes can do nothing.",
+                               code="scopes_required")
+        expires_at = timezone.now() + timedelta(days=int(form["expires"])) if form["expires"] else None
+        _, raw = account_services.token_create(caller=_caller(request), user=request.user, label=form["label"],
+                                               scopes=form["scopes"], expires_at=expires_at)
+    except DomainError as exc:
+        return _tokens_page(request, error=exc.message, form=form, status=exc.http_status)
+    return _tokens_page(request, raw=raw)
+
+
+@never_cache
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    try:
+        token = account_selectors.token_get(caller=_caller(request), token_id=token_id)
+    except DomainError as exc:
+        return _tokens_page(request, error=exc.message, status=exc.http_status)
+    account_services.token_revoke(caller=_caller(request), token=token)
+    messages.success(request, f"Revoked {token.label} ({token.prefix}…). Clients using it are refused from now on.")
+    return redirect("console:tokens")

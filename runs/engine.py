@@ -721,6 +721,23 @@ def run_cancel(*, caller: Caller, scope: Scope, run_id: str) -> Run:
     return Run.objects.get(pk=run.pk)
 
 
+def run_rerun(*, caller: Caller, scope: Scope, run_id: str) -> Run:
+    """A new run of exactly what `run_id` ran (its definition, context, host and caps), in its project,
+    as a real run: the console's re-run. A child run is re-run through its parent, a test by testing again."""
+    run = run_get(scope=scope, run_id=run_id, kind=None)
+    if run.parent_id:
+        raise RunError(f"Run {run.pk} is a subworkflow of run {run.parent_id}: re-run that one.", code="run_child")
+    if run.kind != Run.Kind.REAL:
+        raise RunError("A test run is not re-run: test the workflow again.", code="run_test")
+    again = run_create(caller=caller, scope=scope, definition=run.definition, context=run.context,
+                       workflow=run.workflow, workflow_key=run.workflow_key, source=run.workflow_source,
+                       host=run.host or None, caps=caps_from(usd=run.spending_cap_usd, tokens=run.spending_cap_tokens),
+                       playbook=run.playbook)
+    _audit(caller, again, "rerun", of=run.pk)
+    drive(again.pk)
+    return Run.objects.get(pk=again.pk)
+
+
 def _cancel_tree(run: Run) -> None:
     for node_run in run.nodes.filter(status__in=(NodeRun.Status.RUNNING, NodeRun.Status.PAUSED,
                                                  NodeRun.Status.PENDING)):

@@ -117,6 +117,25 @@ def run_list(*, scope: Scope, workflow_id: str | None = None, status: str | None
     return [run_row(run) for run in runs.order_by("-started_at", "-pk")[:limit]]
 
 
+def runs_of_owner(*, user: Any, workflow: str = "", status: str = "", project: str = "",
+                  since: datetime | None = None) -> Any:
+    """The console's run list: `user`'s real runs and playbook executions (not subworkflows), newest
+    first; `project` is a project id or "global"."""
+    runs = Run.objects.filter(owner=user, parent__isnull=True, kind=Run.Kind.REAL).select_related(
+        "project", "playbook")
+    if workflow:
+        runs = runs.filter(workflow_key=workflow)
+    if status:
+        runs = runs.filter(status=status)
+    if project == "global":
+        runs = runs.filter(project__isnull=True)
+    elif project:
+        runs = runs.filter(project__project_id=project)
+    if since:
+        runs = runs.filter(started_at__gte=since)
+    return runs.order_by("-started_at", "-pk")
+
+
 def run_row(run: Run) -> dict[str, Any]:
     return {"id": run.pk, "workflowId": run.workflow_key, "workflowName": run.workflow_name, "status": run.status,
             "startedAt": run.started_at, "completedAt": run.completed_at,

@@ -1,6 +1,8 @@
-"""The run page: one run as its owner sees it (the graph, every node visit with its turns, costs),
-kept live by polling state.json, with a button per choice when a human step waits. Reads go
-through runs.selectors; the one write is runs.engine.run_answer, the same call resume_run makes."""
+"""The run pages: the list of a user's runs and playbook executions with filters, and one run as its
+owner sees it (the graph, every node visit with its turns, costs), kept live by polling state.json,
+with a button per choice when a human step waits, and Cancel and Re-run. Reads go through
+runs.selectors; the writes are runs.engine's run_answer (what resume_run calls), run_cancel (what
+cancel_run calls) and run_rerun."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.caller import Caller
-from accounts.errors import DomainError
+from accounts.errors import DomainError, InvalidInput
 from runs import answerers, engine, selectors
 from runs.graph import Graph, NodeBox, layout
 from runs.handlers import HANDLERS
@@ -162,3 +164,64 @@ def run_resume(request: HttpRequest, run_id: str) -> HttpResponse:
         messages.success(request, f"Chose \u201c{choice}\u201d; the run goes on.")
     back = selectors.run_owned(request.user, request.POST.get("back", "")) or run
     return redirect(run_page_url(back))
+
+
+RUNS_PAGE = 50
+
+
+@never_cache
+@login_required
+@require_GET
+def runs_page(request: HttpRequest) -> HttpResponse:
+    """The user's runs, filtered by workflow, status, project and since (console.links' since)."""
+    from console.links import MAX_TEXT, since_parse
+
+    filters = {key: request.GET.get(key, "").strip() for key in ("workflow", "status", "project", "since")}
+    context: dict[str, Any] = {"filters": filters, "statuses": Run.Status.values, "error": ""}
+    try:
+        if any(len(value) > MAX_TEXT for value in filters.values()):
+            raise InvalidInput(f"A filter is at most {MAX_TEXT} characters.", code="invalid_parameter")
+        if filters["status"] and filters["status"] not in Run.Status.values:
+            raise InvalidInput(f"status must be one of {', '.join(Run.Status.values)}.", code="invalid_parameter")
+        since = since_parse(filters["since"]) if filters["since"] else None
+    except DomainError as exc:
+        context["error"] = exc.message
+        return render(request, "runs/list.html", context, status=exc.http_status)
+    page = request.GET.get("page", "1")
+    page = int(page) if page.isdigit() and 0 < int(page) < 10_000 else 1
+    rows = list(selectors.runs_of_owner(user=request.user, workflow=filters["workflow"], status=filters["status"],
+                                        project=filters["project"], since=since)
+                [(page - 1) * RUNS_PAGE: page * RUNS_PAGE + 1])
+    context.update(runs=rows[:RUNS_PAGE], page=page, has_next=len(rows) > RUNS_PAGE, has_previous=page > 1,
+                   query=urlencode({k: v for k, v in filters.items() if v}), filtered=any(filters.values()))
+    return render(request, "runs/list.html", context)
+
+
+def _write(request: HttpRequest, run_id: str, action: str) -> HttpResponse:
+    run = selectors.run_owned(request.user, run_id)
+    if run is None:
+        return _not_found(request)
+    caller, scope = Caller.trusted(request.user, via="web"), Scope(owner=run.owner, project=run.project)
+    try:
+        if action == "cancel":
+            engine.run_cancel(caller=caller, scope=scope, run_id=run.pk)
+            messages.success(request, "Cancelled the run.")
+        else:
+            again = engine.run_rerun(caller=caller, scope=scope, run_id=run.pk)
+            messages.success(request, f"Started run {again.pk}, a re-run of {run.pk}.")
+            return redirect(run_page_url(again))
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    return redirect(run_page_url(run))
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
+    return _write(request, run_id, "cancel")
+
+
+@login_required
+@require_POST
+def run_rerun(request: HttpRequest, run_id: str) -> HttpResponse:
+    return _write(request, run_id, "rerun")

@@ -1,12 +1,19 @@
+import os
 import secrets
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from accounts.caller import Caller
-from accounts.models import AuditEvent, User
-from accounts.services import token_create
+from accounts.models import AuditEvent, PersonalToken, User
+from accounts.services import token_create, token_digest
+
+# The token `make run` printed last, kept beside the SQLite database on the developer's own machine
+# (mode 0600) so the next start prints the same one while it is valid instead of minting another.
+# The database still holds only its digest.
+TOKEN_FILE = "demo-token"
 
 
 def demo_content(caller: Caller) -> None:
@@ -68,8 +75,29 @@ def demo_workflow(caller: Caller) -> None:
                   source="global", config=DEMO_WORKFLOW, overwrite=False)
 
 
+def demo_token(user: User) -> tuple[str, bool]:
+    """The token `make run` printed last if it is still an active token of `user`, else a new one
+    (kept for next time): (raw token, whether it is the one printed before)."""
+    path = Path(settings.VAR_DIR) / TOKEN_FILE
+    try:
+        kept = path.read_text().strip()
+    except OSError:
+        kept = ""
+    if kept:
+        token = PersonalToken.objects.filter(user=user, digest=token_digest(kept)).first()
+        if token is not None and token.is_active:
+            return kept, True
+    _, raw = token_create(caller=Caller.trusted(user, via=AuditEvent.Via.COMMAND), user=user, label="make run")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as kept_file:
+        kept_file.write(raw + "\n")
+    return raw, False
+
+
 class Command(BaseCommand):
-    help = "Create the demo user once, then print the MCP URL and a fresh personal token for it."
+    help = ("Create the demo user once, then print the MCP URL and a personal token for it: the one printed last "
+            "time while it is valid, else a new one.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         from runs import sandbox
@@ -82,8 +110,7 @@ class Command(BaseCommand):
             password_line = f"password {password}  (shown once; change it with: manage.py changepassword demo)"
         else:
             password_line = "password as printed when it was created (reset: manage.py changepassword demo)"
-        _, raw = token_create(caller=Caller.trusted(user, via=AuditEvent.Via.COMMAND), user=user,
-                              label="make run")
+        raw, reused = demo_token(user)
         scripts = sandbox.mode()
         self.stdout.write(
             "\n".join([
@@ -92,6 +119,9 @@ class Command(BaseCommand):
                 f"  Console and admin:  {settings.ATRIUM_PUBLIC_URL}/admin/   user demo, {password_line}",
                 f"  MCP URL:            {settings.ATRIUM_MCP_URL}",
                 f"  Token for demo:     {raw}",
+                "                      " + ("the same token as last time; revoke it (Tokens page, admin or API) for "
+                                           "a new one" if reused else f"new; the next start prints it again while "
+                                           f"it is valid (kept in {settings.VAR_DIR / TOKEN_FILE})"),
                 "",
                 "  Claude Code:  claude mcp add --transport http atrium "
                 f"{settings.ATRIUM_MCP_URL} --header \"Authorization: Bearer {raw}\"",

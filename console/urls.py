@@ -7,6 +7,8 @@ app_name = "console"
 # The pages the deep links of console.links land on.
 urlpatterns = [
     path("portfolio/", views.portfolio, name="portfolio"),
+    path("portfolio/edit", views.element_edit, name="element-edit"),
+    path("portfolio/restore", views.element_restore, name="element-restore"),
     path("logs/", views.logs, name="logs"),
     path("metrics/", views.metrics, name="metrics"),
     path("connect/", views.connect, name="connect"),

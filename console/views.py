@@ -5,14 +5,17 @@ console.links."""
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -20,16 +23,23 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts import selectors as account_selectors
 from accounts import services as account_services
 from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput
+from accounts.errors import DomainError, InvalidInput, NotFound
 from accounts.scopes import scopes_by_product
 from accounts.selectors import audit_category
 from console.links import MAX_REFRESH_SECONDS, MAX_TEXT, since_parse
-from elements import selectors
-from elements.models import AgentExecution
+from docs_kb.rendering import text_html
+from elements import selectors, services
+from elements.models import AgentExecution, Element, ElementRevision
+from elements.packages import element_package
+from elements.portfolio import text_from_package
 from elements.types import ElementType, element_type_parse
 from runs.models import Run
 
 PAGE_SIZE = 50
+REVISIONS_SHOWN = 50
+# An element's instructions or content longer than this is shown as text, not parsed as Markdown.
+RENDER_LIMIT = 100_000
+MAX_DIFF_LINES = 2000
 LOG_PAGE = 100
 METRICS_DEFAULT_SINCE = "24h"
 
@@ -80,15 +90,113 @@ def portfolio(request: HttpRequest) -> HttpResponse:
 
 def _element(request: HttpRequest, element_type: ElementType | None, name: str,
              context: dict[str, Any]) -> HttpResponse:
+    caller = _caller(request)
     try:
-        element = selectors.element_find(caller=_caller(request), name=name, element_type=element_type)
+        element = selectors.element_find(caller=caller, name=name, element_type=element_type)
+        history = list(selectors.revisions(caller=caller, element_type=ElementType(element.element_type),
+                                           name=element.name)[:REVISIONS_SHOWN])
+        diff = _revision_diff(request, element, history)
     except DomainError as exc:
         context.update(error=exc.message, name=name)
         return render(request, "console/element.html", context, status=exc.http_status)
     entries = selectors.memory_entries(memory=element) if element.element_type == ElementType.MEMORY else []
-    context.update(element=element, entries=entries[:PAGE_SIZE], entry_count=len(entries),
-                   active=any(e.pk == element.pk for e in selectors.active_elements(caller=_caller(request))))
-    return render(request, "console/element.html", context)
+    context.update(
+        element=element, entries=entries[:PAGE_SIZE], entry_count=len(entries),
+        sessions=selectors.element_sessions(caller=caller, element=element),
+        rendered={field: _rendered(getattr(element, field)) for field in ("instructions", "content")},
+        revisions=history, diff=diff, version=selectors.element_version(element),
+        editable_content=element.element_type != ElementType.MEMORY,
+        form=context.get("form") or {"description": element.description, "instructions": element.instructions,
+                                     "content": element.content, "tags": ", ".join(element.tags)},
+    )
+    return render(request, "console/element.html", context, status=context.pop("status", 200))
+
+
+def _rendered(text: str) -> Any:
+    """Markdown as safe HTML; text past RENDER_LIMIT is shown as it is rather than parsed."""
+    return text_html(text) if text and len(text) <= RENDER_LIMIT else None
+
+
+def _revision_text(element: Element, revision: ElementRevision | None) -> str:
+    return text_from_package(revision.snapshot if revision is not None else element_package(element))
+
+
+def _revision_diff(request: HttpRequest, element: Element, history: list[ElementRevision]) -> dict[str, Any] | None:
+    """?a=<revision>&b=<revision or current>: the diff of the two as files, one line per row."""
+    a, b = request.GET.get("a", ""), request.GET.get("b", "current")
+    if not a:
+        return None
+    by_id = {str(r.pk): r for r in history}
+    if a not in by_id or (b != "current" and b not in by_id):
+        raise InvalidInput("Pick two of this element's revisions to compare.", code="invalid_parameter")
+    old, new = by_id[a], None if b == "current" else by_id[b]
+    lines = list(difflib.unified_diff(_revision_text(element, old).splitlines(),
+                                      _revision_text(element, new).splitlines(),
+                                      fromfile=f"revision {old.pk}", tofile="current" if new is None else
+                                      f"revision {new.pk}", lineterm="", n=3))[:MAX_DIFF_LINES]
+    kinds = {"+": "added", "-": "removed", "@": "hunk"}
+    return {"a": old, "b": new, "lines": [{"text": line, "kind": kinds.get(line[:1], "same")} for line in lines],
+            "same": not lines}
+
+
+def _element_form(request: HttpRequest) -> tuple[ElementType, str]:
+    type_text, name = request.POST.get("type", ""), request.POST.get("name", "")
+    if len(type_text) > MAX_TEXT or len(name) > MAX_TEXT:
+        raise InvalidInput(f"type and name are at most {MAX_TEXT} characters.", code="invalid_parameter")
+    return element_type_parse(type_text), name
+
+
+def _element_url(element_type: ElementType | str, name: str) -> str:
+    kind = element_type.value if isinstance(element_type, ElementType) else element_type
+    return f"{reverse('console:portfolio')}?{urlencode({'type': kind, 'name': name})}"
+
+
+@never_cache
+@login_required
+@require_POST
+def element_edit(request: HttpRequest) -> HttpResponse:
+    """Save the edit form through the service edit_element uses, refused if the element changed since
+    the form was read."""
+    caller = _caller(request)
+    form = {key: request.POST.get(key, "") for key in ("description", "instructions", "content", "tags")}
+    try:
+        element_type, name = _element_form(request)
+        element = selectors.element_find(caller=caller, name=name, element_type=element_type)
+        changes: dict[str, Any] = {"description": form["description"], "instructions": form["instructions"],
+                                   "tags": [t.strip() for t in form["tags"].split(",") if t.strip()]}
+        if element.element_type != ElementType.MEMORY:
+            changes["content"] = form["content"]
+        services.element_edit(caller=caller, element=element, changes=changes,
+                              if_match=[request.POST.get("version", "")])
+    except DomainError as exc:
+        context: dict[str, Any] = {"types": list(ElementType), "q": "", "type": request.POST.get("type", ""),
+                                   "error": "", "form": form, "edit_error": exc.message, "status": exc.http_status}
+        if isinstance(exc, NotFound) or exc.code in ("unknown_element_type", "invalid_parameter"):
+            context.update(error=exc.message, name=request.POST.get("name", ""))
+            return render(request, "console/element.html", context, status=exc.http_status)
+        return _element(request, element_type, name, context)
+    messages.success(request, f"Saved {element.name}.")
+    return redirect(_element_url(element_type, name))
+
+
+@never_cache
+@login_required
+@require_POST
+def element_restore(request: HttpRequest) -> HttpResponse:
+    """Bring the element back to one of its revisions, through the service admin's restore uses."""
+    caller = _caller(request)
+    try:
+        element_type, name = _element_form(request)
+        revision = selectors.revisions(caller=caller, element_type=element_type, name=name).filter(
+            pk=request.POST.get("revision") if str(request.POST.get("revision", "")).isdigit() else None).first()
+        if revision is None:
+            raise NotFound(f"No revision of {element_type.value} '{name}' with that id.", code="revision_not_found")
+        services.element_restore(caller=caller, revision=revision)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        return redirect(reverse("console:portfolio"))
+    messages.success(request, f"Restored {name} to its revision of {revision.created_at:%Y-%m-%d %H:%M:%S} UTC.")
+    return redirect(_element_url(element_type, name))
 
 
 @never_cache

@@ -149,6 +149,14 @@ def page_html(markdown_text: str, *, slug: str, sections: Iterable[SectionLike])
     return mark_safe(renderer.convert(_tagged(text, sections)))
 
 
+def text_html(markdown_text: str) -> SafeString:
+    """Markdown that is not a docs page (an element's instructions or content) as HTML that is safe
+    to show, by the same rules: raw HTML shown as text, links that could run script dropped."""
+    text = markdown_text.replace("\r\n", "\n").replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+    renderer = markdown.Markdown(extensions=["fenced_code", "tables", _DocsExtension("")])
+    return mark_safe(renderer.convert(text))
+
+
 def starts_with_title(markdown_text: str) -> bool:
     """Whether the page opens with its own `# Title`, so the template need not show the title."""
     first = next((line for line in markdown_text.splitlines() if line.strip()), "")

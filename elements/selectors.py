@@ -74,6 +74,14 @@ def revisions(*, caller: Caller, element_type: ElementType, name: str) -> QueryS
     return ElementRevision.objects.filter(owner=caller.user, element_type=element_type, name=name)
 
 
+def element_sessions(*, caller: Caller, element: Element) -> list[Any]:
+    """The caller's open MCP sessions the element is active in."""
+    from accounts.models import McpSession
+
+    return list(McpSession.objects.filter(user=caller.user, closed_at__isnull=True, activations__element=element)
+                .distinct().order_by("-last_seen_at"))
+
+
 @dataclass(frozen=True)
 class ListQuery:
     element_type: ElementType | None = None

@@ -8,6 +8,7 @@ from accounts import oauth
 from accounts.endpoint import McpEndpoint
 from accounts.ratelimit import refuse_blocked_address
 from config import views
+from console import views as console_views
 from elements.discrete import discrete_mcp_server
 from runs.urls import alias_urlpatterns as run_alias_urlpatterns
 from workflows import hooks as workflow_hooks
@@ -16,7 +17,7 @@ from workflows.urls import project_urlpatterns
 handler404 = views.not_found
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", console_views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("mcp", McpEndpoint.as_view(), name="mcp"),
     path("mcp/discrete", McpEndpoint.as_view(mcp_server=discrete_mcp_server), name="mcp-discrete"),

@@ -8,7 +8,6 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.defaults import page_not_found
@@ -75,11 +74,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
     if failed:
         body["failed"] = failed
     return JsonResponse(body, status=503 if failed else 200)
-
-
-@require_GET
-def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -24,11 +25,12 @@ from accounts import selectors as account_selectors
 from accounts import services as account_services
 from accounts.caller import Caller
 from accounts.errors import DomainError, InvalidInput, NotFound
+from accounts.models import McpSession
 from accounts.scopes import scopes_by_product
 from accounts.selectors import audit_category
 from console.links import MAX_REFRESH_SECONDS, MAX_TEXT, since_parse
 from docs_kb.rendering import text_html
-from elements import selectors, services
+from elements import approvals, dangerzone, selectors, services
 from elements.models import AgentExecution, Element, ElementRevision
 from elements.packages import element_package
 from elements.portfolio import text_from_package
@@ -135,7 +137,8 @@ def _revision_diff(request: HttpRequest, element: Element, history: list[Element
                                       fromfile=f"revision {old.pk}", tofile="current" if new is None else
                                       f"revision {new.pk}", lineterm="", n=3))[:MAX_DIFF_LINES]
     kinds = {"+": "added", "-": "removed", "@": "hunk"}
-    return {"a": old, "b": new, "lines": [{"text": line, "kind": kinds.get(line[:1], "same")} for line in lines],
+    return {"a": old, "b": new, "lines": [{"text": line, "kind": "hunk" if line[:3] in ("+++", "---") else
+                                           kinds.get(line[:1], "same")} for line in lines],
             "same": not lines}
 
 
@@ -305,3 +308,33 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     account_services.token_revoke(caller=_caller(request), token=token)
     messages.success(request, f"Revoked {token.label} ({token.prefix}…). Clients using it are refused from now on.")
     return redirect("console:tokens")
+
+
+# --- home ----------------------------------------------------------------------------------
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """What the server offers; signed in, what the user has here and the next step to take."""
+    if not request.user.is_authenticated:
+        return render(request, "home.html", {})
+    user = request.user
+    counts = dict(Element.objects.filter(owner=user).values_list("element_type").annotate(n=Count("id")))
+    waiting = (approvals.cli_approvals_of_owner(user=user).count() + len(dangerzone.blocks_open_of_owner(user=user))
+               + len(dangerzone.verifications_pending_of_owner(user=user)))
+    active_runs = Run.objects.filter(owner=user, parent__isnull=True, status__in=(Run.Status.RUNNING,
+                                                                                  Run.Status.PAUSED)).count()
+    connected = McpSession.objects.filter(user=user).exists()
+    if waiting:
+        step = ("approvals", "Your agents or clients are waiting for you: decide on the Approvals page.")
+    elif not connected:
+        step = ("connect", "Connect your first MCP client: Claude Code, Claude Desktop, Cursor or your own code.")
+    elif not counts:
+        step = ("portfolio", "Your portfolio is empty: ask your assistant to create a persona or a skill, or to "
+                             "install one from the community collection.")
+    else:
+        step = ("portfolio", "Browse your portfolio, or ask your assistant to activate an element.")
+    return render(request, "home.html", {
+        "counts": [(t.plural, counts.get(t.value, 0)) for t in ElementType], "total": sum(counts.values()),
+        "waiting": waiting, "active_runs": active_runs, "connected": connected,
+        "tokens": account_selectors.token_list(caller=_caller(request)).count(), "step": step,
+    })

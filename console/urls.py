@@ -12,6 +12,10 @@ urlpatterns = [
     path("logs/", views.logs, name="logs"),
     path("metrics/", views.metrics, name="metrics"),
     path("connect/", views.connect, name="connect"),
+    path("integrations/", views.integrations, name="integrations"),
+    path("integrations/<str:integration_id>/connect", views.integration_connect, name="integration-connect"),
+    path("integrations/<str:integration_id>/disconnect", views.integration_disconnect,
+         name="integration-disconnect"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke", views.token_revoke, name="token-revoke"),
 ]

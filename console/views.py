@@ -35,6 +35,7 @@ from elements.models import AgentExecution, Element, ElementRevision
 from elements.packages import element_package
 from elements.portfolio import text_from_package
 from elements.types import ElementType, element_type_parse
+from integrations import vault
 from runs.models import Run
 
 PAGE_SIZE = 50
@@ -338,3 +339,52 @@ def home(request: HttpRequest) -> HttpResponse:
         "waiting": waiting, "active_runs": active_runs, "connected": connected,
         "tokens": account_selectors.token_list(caller=_caller(request)).count(), "step": step,
     })
+
+
+# --- integrations --------------------------------------------------------------------------
+
+@never_cache
+@login_required
+@require_GET
+def integrations(request: HttpRequest) -> HttpResponse:
+    """Every enabled integration and the user's connection to it (what `vault status` answers)."""
+    rows = vault.vault_status(caller=_caller(request))["integrations"]
+    for row in rows:
+        row["stateLabel"] = row["state"].replace("_", " ")
+    return render(request, "console/integrations.html", {"integrations": rows})
+
+
+@never_cache
+@login_required
+@require_POST
+def integration_connect(request: HttpRequest, integration_id: str) -> HttpResponse:
+    """Connect through vault_connect. Pressing Connect is the user's own confirmation, so one that runs on
+    the server's account (first party, the page says it costs credits) is confirmed; one that needs a
+    secret or a provider's consent goes on to its connect page."""
+    try:
+        answer = vault.vault_connect(caller=_caller(request), integration_id=integration_id, confirmed=True)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        return redirect("console:integrations")
+    if answer["status"] == "pending":
+        return redirect(answer["connectUrl"])
+    messages.success(request, f"Connected {answer['integrationId']}.")
+    return redirect("console:integrations")
+
+
+@never_cache
+@login_required
+@require_POST
+def integration_disconnect(request: HttpRequest, integration_id: str) -> HttpResponse:
+    try:
+        answer = vault.vault_disconnect(caller=_caller(request), integration_id=integration_id)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        return redirect("console:integrations")
+    if answer["status"] == "disconnected":
+        affected = answer.get("affectedSkills") or []
+        messages.success(request, f"Disconnected {integration_id}; its credentials are forgotten."
+                         + (f" Skills that need it: {', '.join(affected)}." if affected else ""))
+    else:
+        messages.info(request, answer["message"])
+    return redirect("console:integrations")

@@ -23,7 +23,8 @@ from tests.test_run_page import REVIEW, save, start
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 SCREENSHOTS = BASE_DIR / "var" / "screenshots"
-PAGES = ("/portfolio/", "/runs/", "/approvals/", "/logs/", "/metrics/", "/tokens/", "/connect/")
+PAGES = ("/", "/portfolio/", "/runs/", "/integrations/", "/approvals/", "/logs/", "/metrics/", "/tokens/",
+         "/connect/")
 WIDTHS = (1280, 390)
 
 
@@ -56,7 +57,7 @@ def test_a_member_uses_the_console_and_another_sees_none_of_it(live_atrium, real
                 response = page.goto(live_atrium.url + path)
                 assert response is not None and response.status == 200, path
                 expect(page.get_by_role("heading", level=1)).to_be_visible()
-                shoot(page, path.strip("/"))
+                shoot(page, path.strip("/") or "home")
 
             # A token, made and then revoked.
             page.goto(f"{live_atrium.url}/tokens/")

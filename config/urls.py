@@ -1,6 +1,8 @@
 from allauth.account import views as allauth_views
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from oauth2_provider import views as oauth2_views
 
@@ -19,6 +21,7 @@ handler404 = views.not_found
 urlpatterns = [
     path("", console_views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("mcp", McpEndpoint.as_view(), name="mcp"),
     path("mcp/discrete", McpEndpoint.as_view(mcp_server=discrete_mcp_server), name="mcp-discrete"),
     path("hooks/playbooks/<str:token>", workflow_hooks.playbook_webhook, name="playbook-webhook"),

@@ -56,3 +56,10 @@ def test_approvals_waiting_come_first(alice):
     html = home(alice)
 
     assert "waiting for you: decide on the Approvals page" in html
+
+
+def test_the_favicon_is_served_for_browsers_that_ask_for_favicon_ico(db, client):
+    response = client.get("/favicon.ico")
+
+    assert response.status_code == 301 and response["Location"].endswith("/favicon.svg")
+    assert 'rel="icon"' in client.get("/").content.decode()

@@ -352,17 +352,24 @@ def test_a_pulled_gatekeeper_policy_needs_accept_policies_and_a_confirmation(ali
     assert Element.objects.get(owner=alice.user, name="guard").gatekeeper == {"deny": ["delete_element"]}
 
 
+def both_sides_changed(p, github, more_on_github: dict[str, str | None] | None = None) -> None:
+    """A synced portfolio whose reviewer persona then changed on GitHub (and `more_on_github` with it)
+    and in Atrium."""
+    make_elements(p)
+    initialized(p)
+    p.ok(CREATE, "sync_portfolio")
+    reviewer = files(github.bare)["personas/reviewer.md"]
+    commit_directly(github.bare, {"personas/reviewer.md": reviewer.replace("Reviews code", "GitHub's words"),
+                                  **(more_on_github or {})})
+    p.ok(UPDATE, "edit_element", "persona", element_name="reviewer", input={"description": "Alice's words"})
+
+
 # --- conflicts ----------------------------------------------------------------------------------
 
 
 @pytest.mark.django_db
 def test_a_change_on_both_sides_is_a_conflict_until_forced(alice, alice_p, github):
-    make_elements(alice_p)
-    initialized(alice_p)
-    alice_p.ok(CREATE, "sync_portfolio")
-    reviewer = files(github.bare)["personas/reviewer.md"]
-    commit_directly(github.bare, {"personas/reviewer.md": reviewer.replace("Reviews code", "GitHub's words")})
-    alice_p.ok(UPDATE, "edit_element", "persona", element_name="reviewer", input={"description": "Alice's words"})
+    both_sides_changed(alice_p, github)
     remote_head = head(github.bare)
 
     pushed = alice_p.ok(CREATE, "sync_portfolio", direction="push")
@@ -385,12 +392,7 @@ def test_a_change_on_both_sides_is_a_conflict_until_forced(alice, alice_p, githu
 
 @pytest.mark.django_db
 def test_a_forced_push_lets_the_local_side_win(alice, alice_p, github):
-    make_elements(alice_p)
-    initialized(alice_p)
-    alice_p.ok(CREATE, "sync_portfolio")
-    reviewer = files(github.bare)["personas/reviewer.md"]
-    commit_directly(github.bare, {"personas/reviewer.md": reviewer.replace("Reviews code", "GitHub's words")})
-    alice_p.ok(UPDATE, "edit_element", "persona", element_name="reviewer", input={"description": "Alice's words"})
+    both_sides_changed(alice_p, github)
 
     forced = alice_p.ok(CREATE, "sync_portfolio", direction="push", force=True)
 
@@ -406,13 +408,7 @@ def test_a_forced_push_lets_the_local_side_win(alice, alice_p, github):
 @pytest.mark.parametrize("mode", ["additive", "mirror"])
 def test_a_dry_run_reports_exactly_what_the_sync_then_does_and_changes_nothing(alice, alice_p, github, direction,
                                                                               mode):
-    make_elements(alice_p)
-    initialized(alice_p)
-    alice_p.ok(CREATE, "sync_portfolio")
-    reviewer = files(github.bare)["personas/reviewer.md"]
-    commit_directly(github.bare, {"personas/reviewer.md": reviewer.replace("Reviews code", "GitHub's words"),
-                                  "skills/git-bisect.md": SKILL_FROM_GITHUB, "skills/debugging.md": None})
-    alice_p.ok(UPDATE, "edit_element", "persona", element_name="reviewer", input={"description": "Alice's words"})
+    both_sides_changed(alice_p, github, {"skills/git-bisect.md": SKILL_FROM_GITHUB, "skills/debugging.md": None})
     alice_p.ok(CREATE, "create_element", "template", element_name="letter", description="A letter", content="Hi")
     alice_p.ok(DELETE, "delete_element", "memory", element_name="notes")
     before_rows, before_refs, before_files = rows(alice.user), refs(github.bare), files(github.bare)
@@ -458,12 +454,7 @@ def test_mirror_deletes_what_the_other_side_removed_and_additive_keeps_it(alice,
 
 @pytest.mark.django_db
 def test_backup_mode_lets_the_source_side_win_without_force_and_never_deletes(alice, alice_p, github):
-    make_elements(alice_p)
-    initialized(alice_p)
-    alice_p.ok(CREATE, "sync_portfolio")
-    reviewer = files(github.bare)["personas/reviewer.md"]
-    commit_directly(github.bare, {"personas/reviewer.md": reviewer.replace("Reviews code", "GitHub's words")})
-    alice_p.ok(UPDATE, "edit_element", "persona", element_name="reviewer", input={"description": "Alice's words"})
+    both_sides_changed(alice_p, github)
     alice_p.ok(DELETE, "delete_element", "skill", element_name="debugging")
 
     backup = alice_p.ok(CREATE, "sync_portfolio", mode="backup")

@@ -45,9 +45,9 @@ SCHEMA_EXAMPLES = 8
 BROKEN_EXAMPLES = 8
 AQL_EXAMPLES = 30
 # Seconds of a run after which tools get only their fixed cases, not generated ones: a server that
-# answers slowly (as one does while it is failing) must not stretch a CI run past a few minutes.
-# The whole run takes about 250 s on a quiet 2-core machine and half as long again on a busy one.
-GENERATED_BUDGET = 480
+# answers slowly (as one does while it is failing) must not stretch a CI run past a quarter of an
+# hour. The whole run takes about 300 s on SQLite and 500 s on PostgreSQL on a quiet 2-core machine.
+GENERATED_BUDGET = 720
 # DollhouseMCP's discrete tools (/mcp/discrete) run the operations fuzzed through mcp_aql_* above;
 # what is their own is the argument layer, so they get every fixed case and fewer generated examples,
 # within a budget of their own (about 330 calls, a minute on a quiet 2-core machine).
@@ -413,7 +413,7 @@ def fuzzed_server(transactional_db, tmp_path):
 
 
 # Bounded by the examples per tool (operation), not by time; this only stops a server that hangs.
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 def test_no_tool_fails_inside_or_changes_anything_when_it_refuses(fuzzed_server):
     call_command("import_docs", verbosity=0)
     alice = make_member("alice")

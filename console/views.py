@@ -8,7 +8,6 @@ from __future__ import annotations
 import difflib
 import tempfile
 import zipfile
-from collections import Counter
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -56,6 +55,7 @@ MAX_DIFF_LINES = 2000
 EXPORT_IN_MEMORY_BYTES = 8 * 1024 * 1024
 LOG_PAGE = 100
 METRICS_DEFAULT_SINCE = "24h"
+METRICS_TOP = 20
 
 
 def _caller(request: HttpRequest) -> Caller:
@@ -253,16 +253,20 @@ def metrics(request: HttpRequest) -> HttpResponse:
     except DomainError as exc:
         context["error"] = exc.message
         return render(request, "console/metrics.html", context, status=exc.http_status)
-    events = list(selectors.log_entries(caller=_caller(request), since=since).values_list("action", "via"))
-    runs = Counter(Run.objects.filter(owner=request.user, started_at__gt=since).values_list("status", flat=True))
-    executions = Counter(AgentExecution.objects.filter(owner=request.user, started_at__gt=since)
-                         .values_list("status", flat=True))
-    context.update(since=since_text, since_at=since, refresh=int(refresh), total=len(events),
-                   by_action=Counter(a for a, _ in events).most_common(20),
-                   by_source=Counter(v for _, v in events).most_common(),
-                   runs=sorted(runs.items()), executions=sorted(executions.items()),
-                   )
+    events = selectors.log_entries(caller=_caller(request), since=since).order_by()
+    by_action = _counted(events, "action", limit=METRICS_TOP)
+    context.update(
+        since=since_text, since_at=since, refresh=int(refresh), total=events.count(), by_action=by_action,
+        by_source=_counted(events, "via"),
+        runs=_counted(Run.objects.filter(owner=request.user, parent__isnull=True, started_at__gt=since), "status"),
+        executions=_counted(AgentExecution.objects.filter(owner=request.user, started_at__gt=since), "status"))
     return render(request, "console/metrics.html", context)
+
+
+def _counted(rows: Any, field: str, *, limit: int | None = None) -> dict[str, Any]:
+    """Rows counted by `field` in the database, most first: {rows: [(value, count)], max} for a bar chart."""
+    counted = list(rows.order_by().values_list(field).annotate(n=Count("id")).order_by("-n", field)[:limit])
+    return {"rows": counted, "max": max((n for _, n in counted), default=0)}
 
 
 @login_required

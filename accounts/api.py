@@ -250,3 +250,14 @@ class ScopeListView(APIView):
                    summary="Every scope a token can carry")
     def get(self, request: Request) -> Response:
         return Response(self.OutputSerializer(selectors.scope_list(), many=True).data)
+
+
+def scopes_of_api() -> set[str]:
+    """Every scope some REST endpoint needs, from the ScopedApiView classes loaded."""
+    found: set[str] = set()
+    pending = list(ScopedApiView.__subclasses__())
+    while pending:
+        view = pending.pop()
+        pending.extend(view.__subclasses__())
+        found.update(scope for scope in (*view.required_scope.values(), view.default_scope) if scope)
+    return found

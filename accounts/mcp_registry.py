@@ -70,6 +70,16 @@ def _targets_of(server: DjangoMCP) -> dict[str, tuple[type[Toolset], str]]:
     return _REGISTRIES.setdefault(server, ({}, {}))[1]
 
 
+def scopes_of_tools() -> set[str]:
+    """Every scope some tool of some server needs (any one of a tool's several counts)."""
+    found: set[str] = set()
+    for tools, _ in _REGISTRIES.values():
+        for spec in tools.values():
+            if spec.scope is not None:
+                found.update((spec.scope,) if isinstance(spec.scope, str) else spec.scope)
+    return found
+
+
 def json_text(payload: Any) -> str:
     return json.dumps(payload, cls=DjangoJSONEncoder, ensure_ascii=False)
 

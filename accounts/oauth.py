@@ -22,6 +22,7 @@ from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 from accounts.caller import Caller
 from accounts.models import Scope
 from accounts.ratelimit import auth_failure_record, auth_retry_after, client_address, registration_retry_after
+from accounts.scopes import scopes_by_product
 from accounts.services import audit_record, code_redemption_record, code_reuse_revoke, token_digest
 
 LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
@@ -119,9 +120,22 @@ class AuthorizationView(oauth2_views.AuthorizationView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        context["scope_pairs"] = list(zip(context.get("scopes", []), context.get("scopes_descriptions", []),
-                                          strict=False))
+        context.update(consent_summary(context.get("scopes") or [], context.get("redirect_uri") or ""))
         return context
+
+
+def consent_summary(requested: list[str], redirect_uri: str) -> dict[str, Any]:
+    """What the consent page shows: the requested scopes that gate something today, grouped by
+    product, how many others were asked for, and the host the client is sent back to."""
+    from accounts.api import scopes_of_api
+    from accounts.mcp_registry import scopes_of_tools
+
+    gating = scopes_of_tools() | scopes_of_api()
+    wanted = set(requested)
+    groups = [(product, [(name, words) for name, words in scopes if name in wanted and name in gating])
+              for product, scopes in scopes_by_product()]
+    return {"scope_groups": [(product, scopes) for product, scopes in groups if scopes],
+            "scopes_inert": len(wanted - gating), "redirect_host": urlsplit(redirect_uri).netloc}
 
 
 class TokenView(oauth2_views.TokenView):

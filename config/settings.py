@@ -141,6 +141,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "corsheaders",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -160,6 +161,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.security.ContentSecurityPolicyMiddleware",
+    "corsheaders.middleware.CorsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -169,6 +171,15 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
 ]
+
+# Browser-based MCP clients (the MCP Inspector) read the OAuth metadata, register and get tokens
+# from their own origin. Those endpoints carry no cookies and no user data beyond what the request
+# itself proves, so any origin may call them; /mcp keeps its own origin check (accounts.endpoint).
+CORS_URLS_REGEX = r"^/(\.well-known/oauth-[a-z-]+(/.*)?|oauth/(token|revoke|register)/.*)$"
+CORS_ALLOW_ALL_ORIGINS = True
+CORS_ALLOW_CREDENTIALS = False
+CORS_ALLOW_HEADERS = ("accept", "authorization", "content-type", "mcp-protocol-version")
+CORS_PREFLIGHT_MAX_AGE = 600
 
 # The largest request body any endpoint reads (Django refuses a larger one); /mcp answers a
 # JSON-RPC error for it. An element import of 4 MB, escaped into a JSON string, fits.

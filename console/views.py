@@ -6,7 +6,8 @@ console.links."""
 from __future__ import annotations
 
 import difflib
-from collections import Counter
+import tempfile
+import zipfile
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -14,7 +15,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -33,8 +34,15 @@ from docs_kb.rendering import text_html
 from elements import approvals, dangerzone, selectors, services
 from elements.models import AgentExecution, Element, ElementRevision
 from elements.packages import element_package
-from elements.portfolio import text_from_package
-from elements.types import ElementType, element_type_parse
+from elements.portfolio import (
+    MARKDOWN_SUFFIX,
+    MEMORY_SUFFIXES,
+    package_from_markdown,
+    package_from_memory_yaml,
+    package_path,
+    text_from_package,
+)
+from elements.types import MAX_FILE_BYTES, ElementType, element_type_parse
 from integrations import vault
 from runs.models import Run
 
@@ -43,8 +51,11 @@ REVISIONS_SHOWN = 50
 # An element's instructions or content longer than this is shown as text, not parsed as Markdown.
 RENDER_LIMIT = 100_000
 MAX_DIFF_LINES = 2000
+# A portfolio zip is built in memory up to this size, then on disk.
+EXPORT_IN_MEMORY_BYTES = 8 * 1024 * 1024
 LOG_PAGE = 100
 METRICS_DEFAULT_SINCE = "24h"
+METRICS_TOP = 20
 
 
 def _caller(request: HttpRequest) -> Caller:
@@ -242,16 +253,20 @@ def metrics(request: HttpRequest) -> HttpResponse:
     except DomainError as exc:
         context["error"] = exc.message
         return render(request, "console/metrics.html", context, status=exc.http_status)
-    events = list(selectors.log_entries(caller=_caller(request), since=since).values_list("action", "via"))
-    runs = Counter(Run.objects.filter(owner=request.user, started_at__gt=since).values_list("status", flat=True))
-    executions = Counter(AgentExecution.objects.filter(owner=request.user, started_at__gt=since)
-                         .values_list("status", flat=True))
-    context.update(since=since_text, since_at=since, refresh=int(refresh), total=len(events),
-                   by_action=Counter(a for a, _ in events).most_common(20),
-                   by_source=Counter(v for _, v in events).most_common(),
-                   runs=sorted(runs.items()), executions=sorted(executions.items()),
-                   )
+    events = selectors.log_entries(caller=_caller(request), since=since).order_by()
+    by_action = _counted(events, "action", limit=METRICS_TOP)
+    context.update(
+        since=since_text, since_at=since, refresh=int(refresh), total=events.count(), by_action=by_action,
+        by_source=_counted(events, "via"),
+        runs=_counted(Run.objects.filter(owner=request.user, parent__isnull=True, started_at__gt=since), "status"),
+        executions=_counted(AgentExecution.objects.filter(owner=request.user, started_at__gt=since), "status"))
     return render(request, "console/metrics.html", context)
+
+
+def _counted(rows: Any, field: str, *, limit: int | None = None) -> dict[str, Any]:
+    """Rows counted by `field` in the database, most first: {rows: [(value, count)], max} for a bar chart."""
+    counted = list(rows.order_by().values_list(field).annotate(n=Count("id")).order_by("-n", field)[:limit])
+    return {"rows": counted, "max": max((n for _, n in counted), default=0)}
 
 
 @login_required
@@ -388,3 +403,70 @@ def integration_disconnect(request: HttpRequest, integration_id: str) -> HttpRes
     else:
         messages.info(request, answer["message"])
     return redirect("console:integrations")
+
+
+# --- import and export ---------------------------------------------------------------------
+
+@never_cache
+@login_required
+@require_GET
+def portfolio_export(request: HttpRequest) -> HttpResponse:
+    """With type and name, that element's file; else the whole portfolio as a zip in DollhouseMCP's layout
+    (what export_portfolio writes and import_portfolio reads)."""
+    caller = _caller(request)
+    try:
+        type_text, name = _text(request, "type"), _text(request, "name")
+        if name:
+            element = selectors.element_find(caller=caller, name=name,
+                                             element_type=element_type_parse(type_text) if type_text else None)
+            is_memory = element.element_type == ElementType.MEMORY
+            package = element_package(element, entries=selectors.memory_entries(memory=element) if is_memory else None)
+            path = package_path(package)
+            kind = "text/yaml" if is_memory else "text/markdown"
+            response = HttpResponse(text_from_package(package).encode("utf-8"), content_type=f"{kind}; charset=utf-8")
+            response["Content-Disposition"] = f'attachment; filename="{path.name}"'
+            return response
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        return redirect("console:portfolio")
+    # FileResponse closes the file once it is sent.
+    archive = tempfile.SpooledTemporaryFile(max_size=EXPORT_IN_MEMORY_BYTES)  # noqa: SIM115
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zipped:
+        for path, body in selectors.portfolio_files(caller=caller):
+            zipped.writestr(f"portfolio/{path.as_posix()}", body)
+    archive.seek(0)
+    return FileResponse(archive, as_attachment=True, filename=f"{request.user.get_username()}-portfolio.zip",
+                        content_type="application/zip")
+
+
+@never_cache
+@login_required
+@require_POST
+def portfolio_import(request: HttpRequest) -> HttpResponse:
+    """One element file (.md, or .yaml for a memory) imported as import_element imports it."""
+    upload = request.FILES.get("file")
+    try:
+        if upload is None:
+            raise InvalidInput("Choose an element file to import.", code="file_required")
+        if upload.size > MAX_FILE_BYTES:
+            raise InvalidInput(f"{upload.name}: at most {MAX_FILE_BYTES:,} bytes (got {upload.size:,}).",
+                               code="file_too_large")
+        filename = upload.name[:MAX_TEXT]
+        try:
+            text = upload.read(MAX_FILE_BYTES + 1).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput(f"{filename} is not UTF-8 text.", code="invalid_file") from None
+        if filename.endswith(MEMORY_SUFFIXES):
+            package = package_from_memory_yaml(text, filename=filename)
+        elif filename.endswith(MARKDOWN_SUFFIX):
+            package = package_from_markdown(text, element_type=element_type_parse(request.POST.get("type", "")),
+                                            filename=filename)
+        else:
+            raise InvalidInput(f"{filename}: an element file ends .md (a memory .yaml).", code="invalid_file")
+        element, created = services.element_import(caller=_caller(request), package=package,
+                                                   overwrite=request.POST.get("overwrite") == "on")
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        return redirect("console:portfolio")
+    messages.success(request, f"{'Imported' if created else 'Replaced'} {element.element_type} {element.name}.")
+    return redirect(_element_url(element.element_type, element.name))

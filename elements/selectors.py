@@ -6,9 +6,11 @@ import json
 import operator
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
+from pathlib import PurePosixPath
 from typing import Any
 
 from django.db import connection
@@ -407,3 +409,23 @@ def log_entries(*, caller: Caller, category: str = "all", level: str = "debug", 
     if not recorded or LOG_LEVELS.index(level) > LOG_LEVELS.index(AUDIT_LEVEL):
         return events.none()
     return events.filter(via__icontains=source) if source else events
+
+
+def portfolio_files(*, caller: Caller) -> Iterator[tuple[PurePosixPath, bytes]]:
+    """The caller's elements as DollhouseMCP's portfolio files (the layout import_portfolio reads):
+    path and bytes, a name that two elements would share taking -2, -3... after its stem."""
+    from elements.packages import element_package
+    from elements.portfolio import package_path, text_from_package
+
+    taken: set[PurePosixPath] = set()
+    for element in elements_all(caller=caller).iterator(chunk_size=100):
+        is_memory = element.element_type == ElementType.MEMORY
+        package = element_package(element, entries=memory_entries(memory=element) if is_memory else None)
+        path, number = PurePosixPath(package_path(package).as_posix()), 1
+        candidate = path
+        while candidate in taken:
+            number += 1
+            candidate = path.with_stem(f"{path.stem}-{number}")
+        taken.add(candidate)
+        # Bytes, so line endings inside a body are kept exactly as stored.
+        yield candidate, text_from_package(package).encode("utf-8")

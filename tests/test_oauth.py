@@ -4,6 +4,7 @@ tokens on /mcp, refresh rotation, scope challenges, logout and audit."""
 import base64
 import hashlib
 import json
+import re
 import secrets
 from dataclasses import replace
 from datetime import timedelta
@@ -380,6 +381,29 @@ def test_it_refuses_code_exchange_with_wrong_verifier(alice):
     assert not AccessToken.objects.filter(user=alice.user).exists()
 
 
+def test_the_consent_page_groups_scopes_by_product_names_the_redirect_host_and_leaves_out_inert_ones(alice):
+    from accounts.api import scopes_of_api
+    from accounts.mcp_registry import scopes_of_tools
+
+    gating = scopes_of_tools() | scopes_of_api()
+    assert {"elements:read", "runs:read", "playbooks:read"} <= gating and "sandbox:read" not in gating
+    browser = Client()
+    client_id = register_client(browser)
+    browser.force_login(alice.user)
+
+    html = consent_page(browser, authorize_query(client_id, pkce_pair()[1],
+                                                 scope="elements:read runs:read playbooks:read sandbox:read")
+                        ).content.decode()
+
+    headings = re.findall(r'<h3 class="product">([^<]+)</h3>', html)
+    assert headings == ["Elements (DollhouseMCP)", "Workflows, runs and docs (Roscoe)",
+                        "Capabilities and playbooks (Aident)"]
+    assert SCOPE_WORDS["runs:read"] in html and SCOPE_WORDS["sandbox:read"] not in html
+    assert "It also asked for 1 scope that no tool uses yet" in html
+    assert '<strong class="mono">127.0.0.1:50999</strong>' in html
+    assert html.index('value="Allow"') < html.index('<h3 class="product">')  # Allow comes before the list
+
+
 @pytest.mark.parametrize("method", ["plain", None])
 def test_it_refuses_plain_code_challenge_method_before_consent(alice, method):
     browser = Client()
@@ -656,3 +680,45 @@ def test_it_accepts_token_bound_to_this_server(alice):
 
     assert response.status_code == 200, response.content
     assert response["Mcp-Session-Id"]
+
+
+# --- browser-based clients (the MCP Inspector) ----------------------------------------------
+
+INSPECTOR = "http://localhost:6274"
+
+
+@pytest.mark.parametrize("path", ["/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource",
+                                  "/.well-known/oauth-protected-resource/mcp"])
+def test_the_metadata_can_be_read_from_any_origin(db, client, path):
+    response = client.get(path, HTTP_ORIGIN=INSPECTOR)
+
+    assert response.status_code == 200
+    assert response["Access-Control-Allow-Origin"] == "*"
+    assert "Access-Control-Allow-Credentials" not in response
+
+
+@pytest.mark.parametrize("path", ["/oauth/register/", "/oauth/token/", "/oauth/revoke/"])
+def test_registration_token_and_revocation_answer_a_preflight(db, client, path):
+    response = client.options(path, HTTP_ORIGIN=INSPECTOR, HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST",
+                              HTTP_ACCESS_CONTROL_REQUEST_HEADERS="content-type, authorization")
+
+    assert response.status_code == 200
+    assert response["Access-Control-Allow-Origin"] == "*"
+    assert "POST" in response["Access-Control-Allow-Methods"]
+    assert {"content-type", "authorization"} <= {h.strip() for h in response["Access-Control-Allow-Headers"].split(",")}
+
+
+def test_a_browser_client_registers_and_its_answer_is_readable_cross_origin(db, client):
+    response = client.post("/oauth/register/", json.dumps({"client_name": "MCP Inspector",
+                                                           "redirect_uris": [f"{INSPECTOR}/oauth/callback"]}),
+                           content_type="application/json", HTTP_ORIGIN=INSPECTOR)
+
+    assert response.status_code == 201 and response["Access-Control-Allow-Origin"] == "*"
+    assert response.json()["client_id"]
+
+
+@pytest.mark.parametrize("path", ["/oauth/authorize/", "/api/me", "/accounts/login/", "/admin/login/"])
+def test_pages_and_the_api_stay_same_origin(db, client, path):
+    response = client.options(path, HTTP_ORIGIN=INSPECTOR, HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST")
+
+    assert "Access-Control-Allow-Origin" not in response

@@ -6,20 +6,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.caller import Caller
 from accounts.models import AuditEvent, User
-from elements.packages import element_package
-from elements.portfolio import package_path, text_from_package
-from elements.selectors import elements_all, memory_entries
-from elements.types import ElementType
-
-
-def _free_path(path: Path, taken: set[Path]) -> Path:
-    """`path`, or with -2, -3... after its stem when another element's name makes the same file name."""
-    candidate, number = path, 1
-    while candidate in taken:
-        number += 1
-        candidate = path.with_stem(f"{path.stem}-{number}")
-    taken.add(candidate)
-    return candidate
+from elements.selectors import portfolio_files
+from elements.types import ElementType, element_type_parse
 
 
 class Command(BaseCommand):
@@ -43,15 +31,11 @@ class Command(BaseCommand):
         for element_type in ElementType:
             (directory / element_type.plural).mkdir(parents=True, exist_ok=True)
         counts: Counter[str] = Counter()
-        taken: set[Path] = set()
-        for element in elements_all(caller=Caller.trusted(owner, via=AuditEvent.Via.COMMAND)):
-            is_memory = element.element_type == ElementType.MEMORY
-            package = element_package(element, entries=memory_entries(memory=element) if is_memory else None)
-            target = directory / _free_path(package_path(package), taken)
+        for path, body in portfolio_files(caller=Caller.trusted(owner, via=AuditEvent.Via.COMMAND)):
+            target = directory / path
             target.parent.mkdir(parents=True, exist_ok=True)
-            # Bytes, so line endings inside a body are written exactly as stored.
-            target.write_bytes(text_from_package(package).encode("utf-8"))
-            counts[element.element_type] += 1
+            target.write_bytes(body)
+            counts[element_type_parse(path.parts[0]).value] += 1
         self.stdout.write(f"Exported {sum(counts.values())} elements of {owner.get_username()} to {directory}")
         for element_type in ElementType:
             self.stdout.write(f"  {element_type.plural:<10} {counts[element_type.value]}")

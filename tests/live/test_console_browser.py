@@ -48,7 +48,7 @@ def test_deep_links_open_their_filtered_pages_for_their_owner_only(live_atrium, 
             page.fill("input[name=password]", "pw-alice")
             page.get_by_role("button", name="Sign In").click()
             page.wait_for_url(urls["found"])
-            expect(page.get_by_role("heading", level=2)).to_have_text("1 element matching “review”")
+            expect(page.locator("#elements-heading")).to_have_text("1 element matching “review”")
             expect(page.locator("#q")).to_have_value("review")
             expect(page.locator("#type")).to_have_value("skill")
             assert page.get_by_role("link", name="release-notes").count() == 0
@@ -71,7 +71,7 @@ def test_deep_links_open_their_filtered_pages_for_their_owner_only(live_atrium, 
             assert other.goto(urls["element"]).status == 404
             assert "Reviews pull requests." not in other.content()
             assert other.goto(urls["found"]).status == 200
-            expect(other.get_by_role("heading", level=2)).to_have_text("Nothing matches")
+            expect(other.locator("#empty-heading")).to_have_text("Nothing matches")
         finally:
             browser.close()
 

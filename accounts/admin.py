@@ -16,7 +16,7 @@ from oauth2_provider.models import get_application_model
 from accounts import services
 from accounts.caller import Caller
 from accounts.errors import DomainError
-from accounts.models import AuditEvent, McpSession, PersonalToken, Scope, User
+from accounts.models import AuditEvent, McpSession, PersonalToken, Scope, ToolCall, User
 
 
 def admin_caller(request: HttpRequest) -> Caller:
@@ -213,6 +213,21 @@ class AuditEventAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: AuditEvent | None = None) -> bool:
+        return False
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(admin.ModelAdmin):
+    list_display = ("at", "user", "server", "transport", "tool", "operation", "outcome", "error_code", "duration_ms")
+    list_filter = ("outcome", "server", "transport", "tool", "at")
+    search_fields = ("user__username", "tool", "operation", "error_code")
+    list_select_related = ("user",)
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ToolCall | None = None) -> bool:
         return False
 
 

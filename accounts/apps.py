@@ -14,6 +14,6 @@ class AccountsConfig(AppConfig):
         from accounts.oauth import record_authorization
         from accounts.ratelimit import login_failure_record
 
-        server_prepare(mcp_server)
+        server_prepare(mcp_server, label="mcp")
         app_authorized.connect(record_authorization, dispatch_uid="accounts.record_authorization")
         user_login_failed.connect(login_failure_record, dispatch_uid="accounts.login_failure_record")

@@ -18,6 +18,7 @@ import inspect
 import json
 import keyword
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -59,6 +60,10 @@ TARGETS: dict[str, tuple[type[Toolset], str]] = {}
 _REGISTRIES: dict[DjangoMCP, tuple[dict[str, ToolSpec], dict[str, tuple[type[Toolset], str]]]] = {
     global_mcp_server: (TOOLS, TARGETS),
 }
+
+
+# Server -> the short name its tool calls are recorded under ("mcp", "discrete").
+_LABELS: dict[DjangoMCP, str] = {}
 
 
 def tools_of(server: DjangoMCP) -> dict[str, ToolSpec]:
@@ -314,7 +319,34 @@ def _invalid_arguments(name: str, exc: ValidationError) -> InvalidInput:
 
 
 def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: Any) -> types.CallToolResult:
-    """Run one tool for the request's caller: refuse it, or validate the arguments and call it."""
+    """Run one tool for the request's caller, and record the call (how it ended, how long it took)."""
+    started = time.perf_counter()
+    result = _tool_call(server, name, arguments, request)
+    caller = getattr(request, "caller", None)
+    if caller is not None:
+        from accounts.services import tool_call_record
+
+        operation = arguments.get("operation") if isinstance(arguments, dict) else None
+        tool_call_record(caller=caller, server=_LABELS.get(server, "mcp"), tool=name,
+                         operation=operation if isinstance(operation, str) else "",
+                         error_code=_error_code(result) if result.isError else None,
+                         duration_ms=(time.perf_counter() - started) * 1000)
+    return result
+
+
+def _error_code(result: types.CallToolResult) -> str:
+    """The code of an error answer ({error, code} and its product variants), or "error" without one."""
+    text = result.content[0].text if result.content and isinstance(result.content[0], types.TextContent) else ""
+    try:
+        payload = json.loads(text) if len(text) < 65_536 else None
+    except ValueError:
+        payload = None
+    code = payload.get("code") if isinstance(payload, dict) else None
+    return code if isinstance(code, str) and code else "error"
+
+
+def _tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: Any) -> types.CallToolResult:
+    """Refuse the call, or validate the arguments and call the tool."""
     if name not in tools_of(server):
         return error_result("unknown_tool", f"Unknown tool: {name}.")
     toolset, attr = _targets_of(server)[name]
@@ -366,8 +398,9 @@ def install_guard(server: DjangoMCP) -> None:
     low.request_handlers[types.CallToolRequest] = call_tool
 
 
-def server_prepare(server: DjangoMCP) -> None:
+def server_prepare(server: DjangoMCP, *, label: str) -> None:
     """Make `server` one of Atrium's: tools answered through this module on every transport, and
-    Atrium's version, not the SDK's, in serverInfo."""
+    Atrium's version, not the SDK's, in serverInfo. `label` names it in the record of its calls."""
+    _LABELS[server] = label
     install_guard(server)
     server._mcp_server.version = version("atrium")

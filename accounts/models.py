@@ -118,6 +118,33 @@ class AuditEvent(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name or '-'} {self.action} {self.target}"
 
 
+class ToolCall(models.Model):
+    """One MCP tool call: whose, through which server and transport, how it ended and how long it
+    took. Writes are in AuditEvent; this records every call, reads included, for the performance
+    log (query_logs' `performance` category) and the console's metrics."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok", "Answered"
+        ERROR = "error", "Error"
+
+    at = models.DateTimeField(default=timezone.now)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    server = models.CharField(max_length=16)
+    transport = models.CharField(max_length=8, choices=McpSession.Transport.choices)
+    tool = models.CharField(max_length=64)
+    operation = models.CharField(max_length=64, blank=True)
+    outcome = models.CharField(max_length=8, choices=Outcome.choices)
+    error_code = models.CharField(max_length=64, blank=True)
+    duration_ms = models.FloatField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["user", "-at"], name="toolcall_user_at")]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.tool} {self.operation} {self.outcome}".replace("  ", " ")
+
+
 class RedeemedCode(models.Model):
     """An authorization code that was exchanged for tokens, kept so that a second use of it can
     revoke them (RFC 6749 section 4.1.2). Only the code's digest is stored; not unique, because

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import uuid
 from collections.abc import Iterable
@@ -10,14 +11,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, RefreshToken
 
 from accounts.caller import Caller
 from accounts.errors import Forbidden, InvalidInput
-from accounts.models import AuditEvent, McpSession, PersonalToken, RedeemedCode, Scope, User
+from accounts.models import AuditEvent, McpSession, PersonalToken, RedeemedCode, Scope, ToolCall, User
+
+logger = logging.getLogger(__name__)
 
 
 def token_digest(raw: str) -> str:
@@ -204,6 +207,22 @@ def code_reuse_revoke(*, code: str, client_id: str) -> int:
     return len(families)
 
 
+def tool_call_record(*, caller: Caller, server: str, tool: str, operation: str, error_code: str | None,
+                     duration_ms: float) -> None:
+    """Record one MCP tool call. The answer is already made: a record that cannot be written is
+    logged and dropped rather than turning that answer into a failure."""
+    transport = caller.session.transport if caller.session is not None else McpSession.Transport.HTTP
+    try:
+        # A savepoint, so that a failed insert inside a caller's transaction leaves it usable.
+        with transaction.atomic():
+            ToolCall.objects.create(user=caller.user, server=server[:16], transport=transport, tool=tool[:64],
+                                    operation=operation[:64], error_code=(error_code or "")[:64],
+                                    outcome=ToolCall.Outcome.OK if error_code is None else ToolCall.Outcome.ERROR,
+                                    duration_ms=round(duration_ms, 3))
+    except DatabaseError:
+        logger.warning("tool call not recorded: %s %s", tool[:64], operation[:64], exc_info=True)
+
+
 def expired_purge() -> dict[str, int]:
     """Delete MCP sessions idle past their lifetime and closed a day ago, expired OAuth tokens, and
     redeemed-code records older than any refresh token issued from them."""
@@ -218,4 +237,5 @@ def expired_purge() -> dict[str, int]:
     if oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS:
         lifetime = timedelta(seconds=oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS)
         RedeemedCode.objects.filter(redeemed_at__lt=now - lifetime).delete()
-    return {"sessions": sessions + closed}
+    calls, _ = ToolCall.objects.filter(at__lt=now - timedelta(days=settings.ATRIUM_TOOL_CALL_RETENTION_DAYS)).delete()
+    return {"sessions": sessions + closed, "toolCalls": calls}

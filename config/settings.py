@@ -55,6 +55,8 @@ ATRIUM_ALLOWED_ORIGINS = [
 # Personal access tokens and MCP sessions.
 ATRIUM_TOKEN_LAST_USED_PRECISION = 300  # seconds between last_used writes
 ATRIUM_MCP_SESSION_IDLE_DAYS = int(os.environ.get("ATRIUM_MCP_SESSION_IDLE_DAYS", "7"))
+# How long the record of each MCP tool call (the performance log, the console's metrics) is kept.
+ATRIUM_TOOL_CALL_RETENTION_DAYS = int(os.environ.get("ATRIUM_TOOL_CALL_RETENTION_DAYS", "30"))
 ATRIUM_OPEN_SIGNUP = env_bool("ATRIUM_OPEN_SIGNUP")
 # Whether a workflow tool's `cwd` is looked up on this server's own disk (git root, remote, skill
 # files). Right for local use; off on a shared server, where a `cwd` resolves only through the

@@ -28,7 +28,6 @@ from accounts.caller import Caller
 from accounts.errors import DomainError, InvalidInput, NotFound
 from accounts.models import McpSession
 from accounts.scopes import scopes_by_product
-from accounts.selectors import audit_category
 from console.links import MAX_REFRESH_SECONDS, MAX_TEXT, since_parse
 from docs_kb.rendering import text_html
 from elements import approvals, dangerzone, selectors, services
@@ -44,6 +43,7 @@ from elements.portfolio import (
 )
 from elements.types import MAX_FILE_BYTES, ElementType, element_type_parse
 from integrations import vault
+from runs import selectors as run_selectors
 from runs.models import Run
 
 PAGE_SIZE = 50
@@ -218,22 +218,22 @@ def element_restore(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def logs(request: HttpRequest) -> HttpResponse:
-    """The user's audit trail: the same query as query_logs."""
+    """The user's audit trail and tool calls: the same query as query_logs."""
     filters = {"level": "debug", "category": "all", "source": "", "q": "", "since": ""}
     context: dict[str, Any] = {"levels": selectors.LOG_LEVELS, "categories": selectors.LOG_CATEGORIES,
                                "filters": filters, "error": ""}
     try:
         filters.update({key: _text(request, key) or default for key, default in filters.items()})
         since = since_parse(filters["since"]) if filters["since"] else None
-        events = selectors.log_entries(caller=_caller(request), category=filters["category"], level=filters["level"],
-                                       source=filters["source"], text=filters["q"], since=since)
         page = _page(request)
-        rows = list(events[(page - 1) * LOG_PAGE: page * LOG_PAGE + 1])
+        entries, total = selectors.log_page(caller=_caller(request), category=filters["category"],
+                                            level=filters["level"], source=filters["source"], text=filters["q"],
+                                            since=since, offset=(page - 1) * LOG_PAGE, limit=LOG_PAGE)
     except DomainError as exc:
         context["error"] = exc.message
         return render(request, "console/logs.html", context, status=exc.http_status)
-    context.update(entries=[{"event": e, "category": audit_category(e.action)} for e in rows[:LOG_PAGE]],
-                   page=page, has_next=len(rows) > LOG_PAGE, has_previous=page > 1)
+    context.update(entries=entries, total=total, page=page, has_next=page * LOG_PAGE < total,
+                   has_previous=page > 1)
     return render(request, "console/logs.html", context)
 
 
@@ -241,7 +241,8 @@ def logs(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Counts over a window: the user's writes by action and source, runs and agent executions by status."""
+    """Counts over a window: tool calls with their errors and latency, writes by action and source, runs and
+    agent executions by status, and what runs cost per day."""
     context: dict[str, Any] = {"since": METRICS_DEFAULT_SINCE, "refresh": 0, "error": ""}
     try:
         since_text = _text(request, "since") or METRICS_DEFAULT_SINCE
@@ -253,11 +254,16 @@ def metrics(request: HttpRequest) -> HttpResponse:
     except DomainError as exc:
         context["error"] = exc.message
         return render(request, "console/metrics.html", context, status=exc.http_status)
-    events = selectors.log_entries(caller=_caller(request), since=since).order_by()
+    events = account_selectors.audit_events(caller=_caller(request), since=since).order_by()
     by_action = _counted(events, "action", limit=METRICS_TOP)
+    tools = account_selectors.tool_call_stats(caller=_caller(request), since=since, limit=METRICS_TOP)
+    costs = run_selectors.run_costs_by_day(user=request.user, since=since)
     context.update(
         since=since_text, since_at=since, refresh=int(refresh), total=events.count(), by_action=by_action,
         by_source=_counted(events, "via"),
+        calls={"rows": [(t["tool"], t["calls"]) for t in tools], "max": max((t["calls"] for t in tools), default=0)},
+        tools=tools, slowest=max((t["p95_ms"] for t in tools), default=0),
+        costs={"rows": [(day.isoformat(), cost) for day, cost in costs], "max": max((c for _, c in costs), default=0)},
         runs=_counted(Run.objects.filter(owner=request.user, parent__isnull=True, started_at__gt=since), "status"),
         executions=_counted(AgentExecution.objects.filter(owner=request.user, started_at__gt=since), "status"))
     return render(request, "console/metrics.html", context)

@@ -40,7 +40,7 @@ discrete_mcp_server = DjangoMCP(
     "operation (and element_type) it names, and retry.",
     stateless=True,
 )
-server_prepare(discrete_mcp_server)
+server_prepare(discrete_mcp_server, label="discrete")
 # It serves tools only: initialize then declares no prompts or resources it would answer empty.
 for _request in (types.ListPromptsRequest, types.GetPromptRequest, types.ListResourcesRequest,
                  types.ListResourceTemplatesRequest, types.ReadResourceRequest):

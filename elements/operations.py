@@ -17,7 +17,6 @@ import django
 from django.db import connection
 
 from accounts.errors import DomainError, InvalidInput
-from accounts.selectors import audit_category
 from elements import (
     collection,
     ensembles,
@@ -676,14 +675,16 @@ def get_build_info(call: Call) -> dict[str, Any]:
             "operations": len(ROUTES)}
 
 
-@operation("query_logs", Endpoint.READ, "Your recent activity: the audit log of writes made with your account.",
+@operation("query_logs", Endpoint.READ, "Your recent activity: the audit log of writes made with your account "
+           "(application, security) and every MCP tool call with how it ended and how long it took (performance).",
            params=(Param("category", "string", False, "all, application, security, performance or telemetry "
-                                                      "(the last two record nothing)", "all"),
-                   Param("level", "string", False, "Minimum level: debug, info, warn or error (audit entries are "
-                                                   "info)", "debug"),
-                   Param("source", "string", False, "Where the write came from, matched within: mcp, api, admin, "
-                                                    "command, web, task"),
-                   Param("message", "string", False, "Text to find in the action or target"),
+                                                      "(telemetry records nothing)", "all"),
+                   Param("level", "string", False, "Minimum level: debug, info, warn or error (audit entries and "
+                                                   "answered tool calls are info, failed tool calls warn)", "debug"),
+                   Param("source", "string", False, "Where the entry came from, matched within: mcp, stdio, api, "
+                                                    "admin, command, web, task"),
+                   Param("message", "string", False, "Text to find in the action or target, or the tool, "
+                                                     "operation or error code"),
                    Param("since", "string", False, "ISO 8601: entries after"),
                    Param("until", "string", False, "ISO 8601: entries before"),
                    Param("limit", "number", False, "1-500", 50), Param("offset", "number", False, "Skip", 0)))
@@ -691,16 +692,12 @@ def query_logs(call: Call) -> dict[str, Any]:
     def moment(key: str) -> Any:
         return datetime_parse(call.params[key], field=key) if call.text(key) else None
 
-    events = selectors.log_entries(
+    limit, offset = call.number("limit", 50, low=1, high=500), call.number("offset", 0, low=0, high=MAX_OFFSET)
+    entries, total = selectors.log_page(
         caller=call.caller, category=call.text("category") or "all", level=call.text("level") or "debug",
         source=call.filter_text("source", call.params), text=call.filter_text("message", call.params),
-        since=moment("since"), until=moment("until"))
-    limit, offset = call.number("limit", 50, low=1, high=500), call.number("offset", 0, low=0, high=MAX_OFFSET)
-    return {"entries": [{"timestamp": e.at.isoformat(), "level": selectors.AUDIT_LEVEL,
-                         "category": audit_category(e.action), "source": e.via,
-                         "message": f"{e.action} {e.target}".strip(), "data": e.detail}
-                        for e in events[offset:offset + limit]],
-            "total": events.count(), "limit": limit, "offset": offset}
+        since=moment("since"), until=moment("until"), offset=offset, limit=limit)
+    return {"entries": [entry.as_dict() for entry in entries], "total": total, "limit": limit, "offset": offset}
 
 
 SETTINGS_WRITES = ("set", "import", "reset")

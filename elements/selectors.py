@@ -14,13 +14,13 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Case, Exists, FloatField, OuterRef, Q, QuerySet, Value, When
+from django.db.models import BooleanField, Case, CharField, Exists, FloatField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 
 from accounts.caller import Caller
 from accounts.errors import InvalidInput, NotFound
-from accounts.models import AuditEvent
-from accounts.selectors import audit_events
+from accounts.models import AuditEvent, McpSession, ToolCall
+from accounts.selectors import audit_category, audit_events, tool_calls
 from accounts.versions import row_version
 from elements.gatekeeper import Held, Policy, policy_from, policy_from_tools
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
@@ -390,25 +390,81 @@ def user_settings(*, user: Any) -> dict[str, Any]:
 
 LOG_LEVELS = ("debug", "info", "warn", "error")
 LOG_CATEGORIES = ("all", "application", "security", "performance", "telemetry")
-# Every audit entry is a record of something done, at info level.
+# Every audit entry is a record of something done, at info level; a tool call is info when it was
+# answered and warn when it ended in an error.
 AUDIT_LEVEL = "info"
+TOOL_CALL_CATEGORY = "performance"
 
 
-def log_entries(*, caller: Caller, category: str = "all", level: str = "debug", source: str = "", text: str = "",
-                since: datetime | None = None, until: datetime | None = None) -> QuerySet[AuditEvent]:
-    """query_logs over the caller's own audit log, newest first. `level` is the minimum level;
-    `source` is matched within the entry's source (mcp, api, admin, command...). Performance
-    and telemetry entries are not recorded, so those categories list nothing."""
+@dataclass(frozen=True)
+class LogEntry:
+    at: datetime
+    level: str
+    category: str
+    source: str
+    message: str
+    data: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"timestamp": self.at.isoformat(), "level": self.level, "category": self.category,
+                "source": self.source, "message": self.message, "data": self.data}
+
+
+def _audit_entry(event: AuditEvent) -> LogEntry:
+    return LogEntry(at=event.at, level=AUDIT_LEVEL, category=audit_category(event.action), source=event.via,
+                    message=f"{event.action} {event.target}".strip(), data=event.detail)
+
+
+def _call_entry(call: ToolCall) -> LogEntry:
+    failed = call.outcome == ToolCall.Outcome.ERROR
+    words = " ".join(part for part in (call.tool, call.operation) if part)
+    return LogEntry(at=call.at, level="warn" if failed else "info", category=TOOL_CALL_CATEGORY,
+                    source=_call_source(call.transport),
+                    message=f"{words} {'failed: ' + call.error_code if failed else 'answered'} in "
+                            f"{call.duration_ms:.1f} ms",
+                    data={"tool": call.tool, "operation": call.operation, "outcome": call.outcome,
+                          "errorCode": call.error_code, "durationMs": call.duration_ms, "server": call.server,
+                          "transport": call.transport})
+
+
+def _call_source(transport: str) -> str:
+    return "stdio" if transport == "stdio" else "mcp"
+
+
+def log_page(*, caller: Caller, category: str = "all", level: str = "debug", source: str = "", text: str = "",
+             since: datetime | None = None, until: datetime | None = None, offset: int = 0,
+             limit: int = 50) -> tuple[list[LogEntry], int]:
+    """query_logs over the caller's own records, newest first: the audit log of writes (application
+    and security) and every MCP tool call (performance), and the total that match. `level` is the
+    minimum level; `source` is matched within the entry's source (mcp, stdio, api, admin, command...).
+    Telemetry is not recorded, so that category lists nothing."""
     if category not in LOG_CATEGORIES:
         raise InvalidInput(f"category must be one of {', '.join(LOG_CATEGORIES)}.", code="invalid_parameter")
     if level not in LOG_LEVELS:
         raise InvalidInput(f"level must be one of {', '.join(LOG_LEVELS)}.", code="invalid_parameter")
-    recorded = category in ("all", "application", "security")
-    events = audit_events(caller=caller, category=category if recorded else "all", text=text, since=since,
-                          until=until)
-    if not recorded or LOG_LEVELS.index(level) > LOG_LEVELS.index(AUDIT_LEVEL):
-        return events.none()
-    return events.filter(via__icontains=source) if source else events
+    rank = LOG_LEVELS.index(level)
+    events = AuditEvent.objects.none()
+    if category in ("all", "application", "security") and rank <= LOG_LEVELS.index(AUDIT_LEVEL):
+        events = audit_events(caller=caller, category=category, text=text, since=since, until=until)
+        events = events.filter(via__icontains=source) if source else events
+    calls = ToolCall.objects.none()
+    if category in ("all", TOOL_CALL_CATEGORY) and rank <= LOG_LEVELS.index("warn"):
+        calls = tool_calls(caller=caller, text=text, failed_only=rank > LOG_LEVELS.index("info"), since=since,
+                           until=until)
+        if source:
+            transports = [t for t in McpSession.Transport.values if source.lower() in _call_source(t)]
+            calls = calls.filter(transport__in=transports)
+    # One ordered page across both tables: their (time, kind, id) rows unioned in the database, then
+    # the rows of that page read by id.
+    keys = [events.order_by().annotate(kind=Value("audit", output_field=CharField())).values_list("at", "kind", "id"),
+            calls.order_by().annotate(kind=Value("call", output_field=CharField())).values_list("at", "kind", "id")]
+    page = list(keys[0].union(keys[1], all=True).order_by("-at", "-id")[offset:offset + limit])
+    audits = AuditEvent.objects.in_bulk([pk for _, kind, pk in page if kind == "audit"])
+    recorded = ToolCall.objects.in_bulk([pk for _, kind, pk in page if kind == "call"])
+    # A row purged between the two reads is left out of the page.
+    entries = [_audit_entry(audits[pk]) if kind == "audit" else _call_entry(recorded[pk])
+               for _, kind, pk in page if pk in (audits if kind == "audit" else recorded)]
+    return entries, events.count() + calls.count()
 
 
 def portfolio_files(*, caller: Caller) -> Iterator[tuple[PurePosixPath, bytes]]:

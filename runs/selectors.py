@@ -4,10 +4,11 @@ within the caller's exact scope (their user, and the project or the global names
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Sum
+from django.db.models.functions import TruncDate
 
 from runs.answerers import waiting_for
 from runs.engine import paused_node, public_url
@@ -189,3 +190,10 @@ def run_version(run: Run) -> str:
     parts = (run.updated_at.isoformat(), run.status, run.current_node, visits["count"], visits["done"], turns,
              children["count"], children["updated"])
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:20]
+
+
+def run_costs_by_day(*, user: Any, since: datetime) -> list[tuple[date, float]]:
+    """The cost of the user's runs started since `since`, summed per day (UTC), oldest first."""
+    rows = (Run.objects.filter(owner=user, parent__isnull=True, started_at__gt=since).order_by()
+            .annotate(day=TruncDate("started_at")).values("day").annotate(cost=Sum("total_cost_usd")).order_by("day"))
+    return [(row["day"], _money(row["cost"] or 0)) for row in rows]

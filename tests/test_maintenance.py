@@ -20,7 +20,7 @@ def test_it_purges_idle_and_long_closed_sessions_only(alice):
     McpSession.objects.create(id="closed", user=alice.user, transport="http", closed_at=now - timedelta(days=2))
     McpSession.objects.create(id="live", user=alice.user, transport="http")
 
-    assert expired_purge() == {"sessions": 2}
+    assert expired_purge() == {"sessions": 2, "toolCalls": 0}
     assert list(McpSession.objects.values_list("id", flat=True)) == ["live"]
 
 
@@ -39,5 +39,5 @@ def test_without_a_broker_tasks_run_in_process(alice):
     McpSession.objects.create(id="idle", user=alice.user, transport="http",
                               last_seen_at=timezone.now() - timedelta(days=30))
 
-    assert purge_expired.delay().get() == {"sessions": 1}
+    assert purge_expired.delay().get() == {"sessions": 1, "toolCalls": 0}
     assert not McpSession.objects.exists()

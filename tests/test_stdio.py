@@ -11,7 +11,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import McpError
 
 from accounts.caller import Caller
-from accounts.models import McpSession
+from accounts.models import McpSession, ToolCall
 from accounts.scopes import ALL_SCOPES
 from elements.mcpaql import ROUTES
 from elements.models import MemoryEntry
@@ -47,6 +47,9 @@ def test_stdio_serves_the_tools_as_the_user_with_every_scope(db):
     session = McpSession.objects.get(pk=status["session"]["id"])
     assert session.transport == "stdio"
     assert session.closed_at is not None
+    calls = ToolCall.objects.filter(user__username="alice").order_by("at", "id")
+    assert [(c.tool, c.transport, c.outcome) for c in calls] == [("auth_status", "stdio", "ok"),
+                                                                  ("auth_logout", "stdio", "error")]
 
 
 async def stdio_workflows(username: str, repo: str) -> tuple[dict, dict]:

@@ -492,8 +492,7 @@ def _when(moment: str | None) -> str:
 
 
 def _triggers_shown(triggers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**trigger, "next": _when(trigger["nextFireAt"]), "last": _when(trigger["lastFiredAt"])}
-            for trigger in triggers]
+    return [{**trigger, "next": _when(trigger["nextFireAt"])} for trigger in triggers]
 
 
 def _with_run_pages(caller: Caller, executions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -561,7 +560,7 @@ def _playbook_page(request: HttpRequest, playbook_id: str, *, input_text: str = 
         "any_enabled": any(t["enabled"] for t in detail["triggers"]),
         "any_disabled": any(not t["enabled"] for t in detail["triggers"]),
         "example_input": _example_input(detail["templateId"]), "input_text": input_text,
-        "execute_error": execute_error,
+        "execute_error": execute_error, "max_input": MAX_INPUT_CHARS,
     }, status=status)
 
 

@@ -18,6 +18,13 @@ urlpatterns = [
     path("integrations/<str:integration_id>/connect", views.integration_connect, name="integration-connect"),
     path("integrations/<str:integration_id>/disconnect", views.integration_disconnect,
          name="integration-disconnect"),
+    path("playbooks/", views.playbooks, name="playbooks"),
+    path("playbooks/templates/", views.playbook_templates, name="playbook-templates"),
+    path("playbooks/templates/<str:template_id>/instantiate", views.template_instantiate,
+         name="template-instantiate"),
+    path("playbooks/<str:playbook_id>/", views.playbook, name="playbook"),
+    path("playbooks/<str:playbook_id>/triggers", views.playbook_triggers, name="playbook-triggers"),
+    path("playbooks/<str:playbook_id>/execute", views.playbook_execute, name="playbook-execute"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke", views.token_revoke, name="token-revoke"),
 ]

@@ -1,11 +1,12 @@
-"""The web console's pages, for the signed-in user: their portfolio, their activity log, their
-metrics, their personal tokens and how to connect a client. Each page reads what an MCP operation
-reads, through the same selectors and services, and accepts the deep-link parameters of
-console.links."""
+"""The web console's pages, for the signed-in user: their portfolio, their playbooks and the template
+gallery, their activity log, their metrics, their personal tokens and how to connect a client. Each
+page reads what an MCP operation reads, through the same selectors and services, and accepts the
+deep-link parameters of console.links."""
 
 from __future__ import annotations
 
 import difflib
+import json
 import tempfile
 import zipfile
 from datetime import timedelta
@@ -26,6 +27,7 @@ from accounts import selectors as account_selectors
 from accounts import services as account_services
 from accounts.caller import Caller
 from accounts.errors import DomainError, InvalidInput, NotFound
+from accounts.input_bounds import JsonRefused, json_parse
 from accounts.models import McpSession
 from accounts.scopes import scopes_by_product
 from console.links import MAX_REFRESH_SECONDS, MAX_TEXT, since_parse
@@ -43,8 +45,12 @@ from elements.portfolio import (
 )
 from elements.types import MAX_FILE_BYTES, ElementType, element_type_parse
 from integrations import vault
+from integrations.selectors import integration_states
 from runs import selectors as run_selectors
 from runs.models import Run
+from runs.views import run_page_url
+from workflows import playbook_selectors, templates
+from workflows import playbooks as playbook_services
 
 PAGE_SIZE = 50
 REVISIONS_SHOWN = 50
@@ -476,3 +482,207 @@ def portfolio_import(request: HttpRequest) -> HttpResponse:
         return redirect("console:portfolio")
     messages.success(request, f"{'Imported' if created else 'Replaced'} {element.element_type} {element.name}.")
     return redirect(_element_url(element.element_type, element.name))
+
+
+# --- playbooks -----------------------------------------------------------------------------
+
+PLAYBOOK_EXECUTIONS_SHOWN = 10
+TEMPLATES_SHOWN = 100
+# An execution's input typed on the page; the API takes larger ones.
+MAX_INPUT_CHARS = 20_000
+
+
+def _when(moment: str | None) -> str:
+    """An ISO time the selectors answer in the user's timezone, as the page shows it (minutes, that zone)."""
+    return moment[:16].replace("T", " ") if moment else ""
+
+
+def _triggers_shown(triggers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**trigger, "next": _when(trigger["nextFireAt"])} for trigger in triggers]
+
+
+def _with_run_pages(caller: Caller, executions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The execution rows with `page`, the run page on this server: their `url` is the public deep
+    link, which may name another host than the one the console is opened on."""
+    runs = playbook_selectors.executions_owned(caller=caller).select_related("project").in_bulk(
+        [row["executionId"] for row in executions])
+    return [{**row, "page": run_page_url(runs[row["executionId"]])} for row in executions
+            if row["executionId"] in runs]
+
+
+@never_cache
+@login_required
+@require_GET
+def playbooks(request: HttpRequest) -> HttpResponse:
+    """Every playbook of the user with its status, triggers and last execution: what playbooks_list answers."""
+    caller, page = _caller(request), _page(request)
+    listed = playbook_selectors.playbook_list(caller=caller, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+    last = _with_run_pages(caller, [row["lastExecution"] for row in listed["playbooks"] if row["lastExecution"]])
+    last_by_playbook = {row["playbookId"]: row for row in last}
+    rows = [{**row, "triggers": _triggers_shown(row["triggers"]), "last": last_by_playbook.get(row["playbookId"])}
+            for row in listed["playbooks"]]
+    return render(request, "console/playbooks.html", {
+        "playbooks": rows, "total": listed["total"], "page": page, "has_previous": page > 1,
+        "has_next": page * PAGE_SIZE < listed["total"]})
+
+
+def _input_fields(card: dict[str, Any]) -> list[dict[str, Any]]:
+    required = set(card.get("required") or [])
+    return [{"name": name, "type": spec.get("type", "") if isinstance(spec, dict) else "",
+             "description": spec.get("description", "") if isinstance(spec, dict) else "",
+             "required": name in required}
+            for name, spec in (card.get("properties") or {}).items()]
+
+
+def _example_input(template_id: str | None) -> str:
+    """The template's example input, shown as the input box's placeholder: a shape to follow."""
+    if not template_id:
+        return ""
+    try:
+        example = templates.template_find(template_id=template_id).example_input
+    except DomainError:
+        return ""  # the template was disabled since; the playbook stands on its own
+    return json.dumps(example, indent=2) if example else ""
+
+
+def _playbook_page(request: HttpRequest, playbook_id: str, *, input_text: str = "", execute_error: str = "",
+                   status: int = 200) -> HttpResponse:
+    caller = _caller(request)
+    try:
+        detail = playbook_selectors.playbook_detail(caller=caller, playbook_id=playbook_id)
+        history = playbook_selectors.playbook_history(caller=caller, playbook_id=playbook_id,
+                                                      limit=PLAYBOOK_EXECUTIONS_SHOWN)
+    except DomainError as exc:
+        return render(request, "console/playbook.html", {"error": exc.message}, status=exc.http_status)
+    card, output = detail["plan"].get("input") or {}, detail["plan"].get("output") or {}
+    fields = _input_fields(card)
+    value = output.get("value")
+    return render(request, "console/playbook.html", {
+        "playbook": {**detail, "triggers": _triggers_shown(detail["triggers"])},
+        "input_card": card, "input_fields": fields, "takes_input": bool(fields or card.get("required")),
+        "steps": detail["plan"].get("steps", []), "output_card": output,
+        "output_value": value if isinstance(value, str) or value is None else json.dumps(value, indent=2),
+        "executions": _with_run_pages(caller, history["executions"]), "execution_total": history["total"],
+        "any_enabled": any(t["enabled"] for t in detail["triggers"]),
+        "any_disabled": any(not t["enabled"] for t in detail["triggers"]),
+        "example_input": _example_input(detail["templateId"]), "input_text": input_text,
+        "execute_error": execute_error, "max_input": MAX_INPUT_CHARS,
+    }, status=status)
+
+
+@never_cache
+@login_required
+@require_GET
+def playbook(request: HttpRequest, playbook_id: str) -> HttpResponse:
+    """One playbook: what playbooks_get and playbooks_history answer, with Activate, Deactivate and Execute."""
+    return _playbook_page(request, playbook_id)
+
+
+def _playbook_url(playbook_id: str) -> str:
+    return reverse("console:playbook", args=[playbook_id])
+
+
+@never_cache
+@login_required
+@require_POST
+def playbook_triggers(request: HttpRequest, playbook_id: str) -> HttpResponse:
+    """Turn every trigger on or off through the service playbooks_trigger_activate uses."""
+    enabled = request.POST.get("enabled") == "on"
+    try:
+        found = playbook_services.playbook_triggers_activate(caller=_caller(request), playbook_id=playbook_id,
+                                                             enabled=enabled)
+    except NotFound as exc:
+        return render(request, "console/playbook.html", {"error": exc.message}, status=exc.http_status)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        return redirect(_playbook_url(playbook_id))
+    messages.success(request, f"Turned {'on' if enabled else 'off'} the triggers of {found.name}.")
+    return redirect(_playbook_url(found.pk))
+
+
+def _execution_input(text: str) -> dict[str, Any] | None:
+    """The input box's JSON; empty means no input. Anything else but a JSON object is refused here;
+    whether the object suits the input card is execution_start's to say."""
+    if not text.strip():
+        return None
+    if len(text) > MAX_INPUT_CHARS:
+        raise InvalidInput(f"The input is at most {MAX_INPUT_CHARS:,} characters.", code="invalid_input")
+    try:
+        value = json_parse(text)
+    except JsonRefused as exc:
+        raise InvalidInput(f"The input is not JSON: {exc}", code="invalid_input") from None
+    if not isinstance(value, dict):
+        raise InvalidInput('The input must be a JSON object, such as {"repo": "atrium"}.', code="invalid_input")
+    return value
+
+
+@never_cache
+@login_required
+@require_POST
+def playbook_execute(request: HttpRequest, playbook_id: str) -> HttpResponse:
+    """Start an execution through execution_start, as playbooks_execute does, and open its run page. An
+    input that is refused starts nothing, and the page shows why with what was typed."""
+    caller = _caller(request)
+    text = request.POST.get("input", "")
+    try:
+        found = playbook_services.playbook_get_owned(caller=caller, playbook_id=playbook_id)
+    except DomainError as exc:
+        return render(request, "console/playbook.html", {"error": exc.message}, status=exc.http_status)
+    try:
+        run = playbook_services.execution_start(caller=caller, playbook=found, input=_execution_input(text))
+    except DomainError as exc:
+        return _playbook_page(request, playbook_id, input_text=text, execute_error=exc.message,
+                              status=exc.http_status)
+    messages.success(request, f"Started execution {run.pk} of {found.name}.")
+    return redirect(run_page_url(run))
+
+
+@never_cache
+@login_required
+@require_GET
+def playbook_templates(request: HttpRequest) -> HttpResponse:
+    """The template gallery: templates_list, or with words templates_search, optionally in one category."""
+    caller = _caller(request)
+    context: dict[str, Any] = {"categories": templates.CATEGORIES, "q": "", "category": "", "error": ""}
+    try:
+        q, category = _text(request, "q"), _text(request, "category")
+        context.update(q=q, category=category)
+        if category and category not in templates.CATEGORIES:
+            raise InvalidInput(f"category must be one of {', '.join(templates.CATEGORIES)}.",
+                               code="invalid_parameter")
+        if q:
+            found = templates.template_search(caller=caller, query=q, category=category or None,
+                                              limit=TEMPLATES_SHOWN)
+        else:
+            found = templates.template_list(caller=caller, category=category or None,
+                                            limit=TEMPLATES_SHOWN)["templates"]
+    except DomainError as exc:
+        context["error"] = exc.message
+        return render(request, "console/playbook_templates.html", context, status=exc.http_status)
+    needed = list(dict.fromkeys(i for template in found for i in template["integrations"]))
+    connected = {state["integrationId"]: state["connected"]
+                 for state in integration_states(caller=caller, integration_ids=needed)}
+    context.update(templates=[{**template, "needs": [(i, connected.get(i, False)) for i in template["integrations"]]}
+                              for template in found], filtered=bool(q or category))
+    return render(request, "console/playbook_templates.html", context)
+
+
+@never_cache
+@login_required
+@require_POST
+def template_instantiate(request: HttpRequest, template_id: str) -> HttpResponse:
+    """A playbook from the template through playbook_instantiate, as templates_instantiate makes it: the
+    template's triggers made, and off."""
+    try:
+        made = playbook_services.playbook_instantiate(caller=_caller(request), template_id=template_id)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        return redirect("console:playbook-templates")
+    messages.success(request, f"Made the playbook {made.name} from the template. Its triggers are off: connect "
+                              "the integrations it needs, then turn them on.")
+    # A webhook's URL and secret are shown once, when made; a session's messages are no place to keep them.
+    for created in playbook_selectors.created_triggers(made):
+        messages.info(request, f"Its webhook trigger {created['triggerId']} has a URL and a signing secret that "
+                               f"are shown only once: get a new pair with POST /api/playbooks/{made.pk}/triggers/"
+                               f"{created['triggerId']}/rotate-secret/.")
+    return redirect(_playbook_url(made.pk))

@@ -39,6 +39,8 @@ def shoot(page, name: str) -> None:
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
         page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}.png"), full_page=True)
+        # Nothing on the page is wider than the window: no sideways scrolling on a phone.
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, (name, width)
     page.set_viewport_size({"width": 1280, "height": 900})
 
 

@@ -24,6 +24,8 @@ urlpatterns = [
          name="template-instantiate"),
     path("playbooks/<str:playbook_id>/", views.playbook, name="playbook"),
     path("playbooks/<str:playbook_id>/triggers", views.playbook_triggers, name="playbook-triggers"),
+    path("playbooks/<str:playbook_id>/triggers/<str:trigger_id>/rotate", views.playbook_webhook_rotate,
+         name="playbook-webhook-rotate"),
     path("playbooks/<str:playbook_id>/execute", views.playbook_execute, name="playbook-execute"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke", views.token_revoke, name="token-revoke"),

@@ -51,6 +51,7 @@ from runs.models import Run
 from runs.views import run_page_url
 from workflows import playbook_selectors, templates
 from workflows import playbooks as playbook_services
+from workflows import triggers as trigger_services
 
 PAGE_SIZE = 50
 REVISIONS_SHOWN = 50
@@ -546,7 +547,7 @@ def _example_input(template_id: str | None) -> str:
 
 
 def _playbook_page(request: HttpRequest, playbook_id: str, *, input_text: str = "", execute_error: str = "",
-                   status: int = 200) -> HttpResponse:
+                   revealed: dict[str, Any] | None = None, status: int = 200) -> HttpResponse:
     caller = _caller(request)
     try:
         detail = playbook_selectors.playbook_detail(caller=caller, playbook_id=playbook_id)
@@ -566,7 +567,7 @@ def _playbook_page(request: HttpRequest, playbook_id: str, *, input_text: str = 
         "any_enabled": any(t["enabled"] for t in detail["triggers"]),
         "any_disabled": any(not t["enabled"] for t in detail["triggers"]),
         "example_input": _example_input(detail["templateId"]), "input_text": input_text,
-        "execute_error": execute_error, "max_input": MAX_INPUT_CHARS,
+        "execute_error": execute_error, "max_input": MAX_INPUT_CHARS, "revealed": revealed,
     }, status=status)
 
 
@@ -598,6 +599,24 @@ def playbook_triggers(request: HttpRequest, playbook_id: str) -> HttpResponse:
         return redirect(_playbook_url(playbook_id))
     messages.success(request, f"Turned {'on' if enabled else 'off'} the triggers of {found.name}.")
     return redirect(_playbook_url(found.pk))
+
+
+@never_cache
+@login_required
+@require_POST
+def playbook_webhook_rotate(request: HttpRequest, playbook_id: str, trigger_id: str) -> HttpResponse:
+    """Give a webhook trigger a new URL and signing secret, as POST .../rotate-secret/ does, and show
+    them on this answer only: Atrium keeps the URL's digest and the secret sealed."""
+    caller = _caller(request)
+    try:
+        trigger = playbook_selectors.trigger_owned(caller=caller, playbook_id=playbook_id, trigger_id=trigger_id)
+        created = trigger_services.webhook_secret_rotate(caller=caller, trigger=trigger)
+    except NotFound as exc:
+        return render(request, "console/playbook.html", {"error": exc.message}, status=exc.http_status)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        return redirect(_playbook_url(playbook_id))
+    return _playbook_page(request, playbook_id, revealed={"triggerId": created.trigger.pk, **created.secrets})
 
 
 def _execution_input(text: str) -> dict[str, Any] | None:
@@ -683,6 +702,5 @@ def template_instantiate(request: HttpRequest, template_id: str) -> HttpResponse
     # A webhook's URL and secret are shown once, when made; a session's messages are no place to keep them.
     for created in playbook_selectors.created_triggers(made):
         messages.info(request, f"Its webhook trigger {created['triggerId']} has a URL and a signing secret that "
-                               f"are shown only once: get a new pair with POST /api/playbooks/{made.pk}/triggers/"
-                               f"{created['triggerId']}/rotate-secret/.")
+                               "are shown only once: press New URL and secret beside it to see a new pair.")
     return redirect(_playbook_url(made.pk))

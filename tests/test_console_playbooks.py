@@ -3,11 +3,15 @@ Deactivate and Execute (the services playbooks_trigger_activate and playbooks_ex
 template gallery with Instantiate (what templates_instantiate uses); nobody reaches another user's
 playbook."""
 
+import hashlib
+from html import unescape
+
 import pytest
 from django.test import Client
 from django.utils.html import escape
 
 from accounts.caller import Caller
+from integrations import crypto
 from integrations.services import catalogue_sync
 from runs.models import Run
 from runs.views import run_page_url
@@ -24,6 +28,11 @@ DASHBOARD, GALLERY = "/playbooks/", "/playbooks/templates/"
 NO_INPUT = {"input": {"type": "object"},
             "steps": [{"id": "greet", "title": "Say hello", "kind": "ai", "prompt": "Say hello."}],
             "output": {"value": "{{ greet.output }}"}}
+
+
+def hidden_text(html: str, element_id: str) -> str:
+    """The text of the <code id=...> element the page shows a secret in."""
+    return unescape(html.split(f'<code id="{element_id}">', 1)[1].split("</code>", 1)[0])
 
 
 def signed_in(member) -> Client:
@@ -225,7 +234,40 @@ def test_instantiate_makes_a_playbook_with_its_triggers_off_and_opens_it(alice, 
     assert made.template_id == "webhook-to-memory" and made.workflow is not None
     assert made.triggers.count() == 1 and not made.triggers.filter(enabled=True).exists()
     html = client.get(page(made)).content.decode()
-    assert "Its triggers are off" in html and "rotate-secret" in html and "Activate triggers" in html
+    assert "Its triggers are off" in html and "New URL and secret" in html and "Activate triggers" in html
+
+
+def test_new_url_and_secret_are_shown_once_and_the_old_ones_stop_working(alice, gallery):
+    client = signed_in(alice)
+    post(client, "/playbooks/templates/webhook-to-memory/instantiate", form_page=GALLERY)
+    made = Playbook.objects.get(owner=alice.user)
+    trigger = made.triggers.get()
+    old_digest = trigger.webhook_token_digest
+
+    response = post(client, f"{page(made)}triggers/{trigger.pk}/rotate", form_page=page(made))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    url, secret = hidden_text(html, "webhook-url"), hidden_text(html, "webhook-secret")
+    trigger.refresh_from_db()
+    assert trigger.webhook_token_digest != old_digest
+    assert trigger.webhook_token_digest == hashlib.sha256(url.rsplit("/", 1)[1].encode()).hexdigest()
+    assert crypto.unseal(trigger.sealed_secret) == secret
+    again = client.get(page(made)).content.decode()
+    assert url not in again and secret not in again
+
+
+def test_charlie_cannot_rotate_alices_webhook(alice, charlie, gallery):
+    post(signed_in(alice), "/playbooks/templates/webhook-to-memory/instantiate", form_page=GALLERY)
+    made = Playbook.objects.get(owner=alice.user)
+    trigger = made.triggers.get()
+    before = (trigger.webhook_token_digest, trigger.sealed_secret)
+
+    response = post(signed_in(charlie), f"{page(made)}triggers/{trigger.pk}/rotate")
+
+    assert response.status_code == 404
+    trigger.refresh_from_db()
+    assert (trigger.webhook_token_digest, trigger.sealed_secret) == before
 
 
 def test_instantiating_an_unknown_template_makes_nothing(alice, gallery):
@@ -241,6 +283,7 @@ def test_instantiating_an_unknown_template_makes_nothing(alice, gallery):
 @pytest.mark.parametrize(("method", "path"), [
     ("get", DASHBOARD), ("get", GALLERY), ("get", "/playbooks/pb123/"),
     ("post", "/playbooks/pb123/triggers"), ("post", "/playbooks/pb123/execute"),
+    ("post", "/playbooks/pb123/triggers/1/rotate"),
     ("post", "/playbooks/templates/uptime-check/instantiate"),
 ])
 def test_signed_out_users_are_sent_to_sign_in(db, method, path):

@@ -17,7 +17,6 @@ from rest_framework.response import Response
 from accounts.api import ScopedApiView, error_responses, validated
 from accounts.authentication import caller_from_request
 from accounts.caller import Caller
-from accounts.errors import NotFound
 from accounts.versions import etag, if_match
 from runs.engine import MAX_SPENDING_CAP_USD, caps_from
 from workflows import playbook_selectors, playbooks, templates, triggers
@@ -31,7 +30,6 @@ from workflows.mcp import (
     TEMPLATES_READ,
     TEMPLATES_USE,
 )
-from workflows.models import Trigger
 
 PLAYBOOK_ID = OpenApiParameter("playbook_id", str, OpenApiParameter.PATH, description="The playbook's id")
 TRIGGER_ID = OpenApiParameter("trigger_id", str, OpenApiParameter.PATH, description="The trigger's id")
@@ -228,15 +226,6 @@ class HistoryView(ScopedApiView):
                                                             limit=params["limit"]))
 
 
-def _trigger_owned(caller: Caller, playbook_id: str, trigger_id: str) -> Trigger:
-    playbook = playbooks.playbook_get_owned(caller=caller, playbook_id=playbook_id)
-    trigger = Trigger.objects.filter(pk=int(trigger_id), playbook=playbook).first() if trigger_id.isdigit() and \
-        len(trigger_id) < 18 else None
-    if trigger is None:
-        raise NotFound("Trigger not found on this playbook.", code="trigger_not_found")
-    return trigger
-
-
 class TriggerListView(ScopedApiView):
     required_scope = {"GET": PLAYBOOKS_READ, "POST": PLAYBOOKS_MANAGE}
 
@@ -271,7 +260,7 @@ class TriggerDetailView(ScopedApiView):
                    operation_id="playbook_trigger_update")
     def patch(self, request: Request, playbook_id: str, trigger_id: str) -> Response:
         caller = _caller(request)
-        trigger = _trigger_owned(caller, playbook_id, trigger_id)
+        trigger = playbook_selectors.trigger_owned(caller=caller, playbook_id=playbook_id, trigger_id=trigger_id)
         changes = request.data if isinstance(request.data, dict) else None
         if changes is None:
             raise serializers.ValidationError({"trigger": ["Send the changes as a JSON object."]})
@@ -282,7 +271,8 @@ class TriggerDetailView(ScopedApiView):
                    summary="Delete a trigger", operation_id="playbook_trigger_delete")
     def delete(self, request: Request, playbook_id: str, trigger_id: str) -> Response:
         caller = _caller(request)
-        triggers.trigger_delete(caller=caller, trigger=_trigger_owned(caller, playbook_id, trigger_id))
+        trigger = playbook_selectors.trigger_owned(caller=caller, playbook_id=playbook_id, trigger_id=trigger_id)
+        triggers.trigger_delete(caller=caller, trigger=trigger)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -295,8 +285,8 @@ class TriggerSecretView(ScopedApiView):
                    operation_id="playbook_webhook_rotate")
     def post(self, request: Request, playbook_id: str, trigger_id: str) -> Response:
         caller = _caller(request)
-        created = triggers.webhook_secret_rotate(caller=caller, trigger=_trigger_owned(caller, playbook_id,
-                                                                                      trigger_id))
+        created = triggers.webhook_secret_rotate(caller=caller, trigger=playbook_selectors.trigger_owned(
+            caller=caller, playbook_id=playbook_id, trigger_id=trigger_id))
         return Response({**triggers.trigger_describe(created.trigger, tz=playbook_selectors.user_tz(caller)),
                          **(created.secrets or {})})
 

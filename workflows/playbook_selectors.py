@@ -68,6 +68,18 @@ def playbook_status(*, caller: Caller, playbook: Playbook, triggers: list[Trigge
     return {"status": NOT_READY if reasons else HEALTHY, "reasons": reasons}
 
 
+# --- triggers ---------------------------------------------------------------------------------------
+
+def trigger_owned(*, caller: Caller, playbook_id: str, trigger_id: str) -> Trigger:
+    """One trigger of one of the caller's playbooks, by the ids a URL names."""
+    playbook = playbook_get_owned(caller=caller, playbook_id=playbook_id)
+    trigger = Trigger.objects.filter(pk=int(trigger_id), playbook=playbook).first() if trigger_id.isdigit() and \
+        len(trigger_id) < 18 else None
+    if trigger is None:
+        raise NotFound("Trigger not found on this playbook.", code="trigger_not_found")
+    return trigger
+
+
 # --- executions -------------------------------------------------------------------------------------
 
 def executions_owned(*, caller: Caller) -> QuerySet[Run]:

@@ -26,7 +26,8 @@ from mcp.shared.exceptions import McpError
 
 INTERNAL_ERROR = -32603
 # Rows a refused call may touch: the MCP session's and the token's bookkeeping (last seen, last used).
-VOLATILE_MODELS = {("accounts", "mcpsession")}
+# The session record and the tool-call log are written for every call, refused ones included.
+VOLATILE_MODELS = {("accounts", "mcpsession"), ("accounts", "toolcall")}
 VOLATILE_FIELDS = {"last_used_at", "last_seen_at"}
 SESSION_ENDED = "the SDK client's session ended"
 NO_ANSWER = "no answer in time"

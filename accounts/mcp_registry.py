@@ -18,6 +18,7 @@ import inspect
 import json
 import keyword
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,9 @@ from accounts.errors import DomainError, Forbidden, InvalidInput
 from accounts.input_bounds import MAX_JSON_DEPTH, MAX_TEXT_CHARS, first_text_problem, json_depth
 
 logger = logging.getLogger(__name__)
+# What an operation name looks like; anything else the caller sent is not recorded as one (it could
+# be any text: a lone surrogate or a NUL that the database refuses, or 100 KB of it).
+OPERATION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -323,12 +327,14 @@ def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: 
     started = time.perf_counter()
     result = _tool_call(server, name, arguments, request)
     caller = getattr(request, "caller", None)
-    if caller is not None:
+    # A call of a tool that does not exist is not a call of anything worth a row: its name is any text.
+    if caller is not None and name in tools_of(server):
         from accounts.services import tool_call_record
 
         operation = arguments.get("operation") if isinstance(arguments, dict) else None
+        named = isinstance(operation, str) and OPERATION_NAME.fullmatch(operation)
         tool_call_record(caller=caller, server=_LABELS.get(server, "mcp"), tool=name,
-                         operation=operation if isinstance(operation, str) else "",
+                         operation=operation if named else "",
                          error_code=_error_code(result) if result.isError else None,
                          duration_ms=(time.perf_counter() - started) * 1000)
     return result

@@ -54,6 +54,28 @@ def test_an_mcp_aql_failure_without_a_code_is_recorded_as_error(alice, portfolio
     assert (call.operation, call.outcome, call.error_code) == ("get_element", "error", "error")
 
 
+@pytest.mark.parametrize("operation", ["a\udfffb", "a\x00b", "x" * 100_000, "get element"])
+def test_an_operation_that_is_no_name_is_answered_and_recorded_without_it(alice, mcp_client, operation):
+    client = mcp_client(alice)
+    client.initialize()
+
+    result = client.call("mcp_aql_read", {"operation": operation, "params": {}})
+
+    assert "success" in result["content"][0]["text"]
+    [call] = calls_of(alice)
+    assert (call.tool, call.operation) == ("mcp_aql_read", "")
+
+
+def test_a_call_of_an_unknown_tool_is_refused_and_not_recorded(alice, mcp_client):
+    client = mcp_client(alice)
+    client.initialize()
+
+    error = client.call_expecting_error("no_such_tool\udfff")
+
+    assert error["code"] == "unknown_tool"
+    assert calls_of(alice) == []
+
+
 def test_query_logs_lists_tool_calls_as_performance_entries_newest_first(alice, portfolio):
     client = portfolio(alice)
     client.ok("mcp_aql_read", "list_elements", "persona")

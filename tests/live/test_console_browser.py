@@ -63,7 +63,7 @@ def test_deep_links_open_their_filtered_pages_for_their_owner_only(live_atrium, 
             expect(rows).to_have_count(1)
             expect(rows.first).to_contain_text("release-notes")
             page.goto(urls["metrics"])
-            expect(page.get_by_role("heading", level=2).first).to_have_text("3 writes")
+            expect(page.locator("#writes-heading")).to_have_text("3 writes")
             assert page.evaluate("window.cspViolations") == []
 
             other = browser.new_context().new_page()

@@ -51,6 +51,7 @@ CHECKS = {
 # of their own), a capability a plan names that does not exist, and input that a user-written input
 # card refuses (invalid_input with `problems`, the card's own verdict).
 UNSTATABLE = {"invalid_config", "integrity_error", "invalid_yaml", "invalid_package", "content_required",
+              "instructions_required",
               "ensemble_members_required", "invalid_name", "NOT_FOUND", "PROTECTED_PATH", "invalid_pagination",
               "no_repo_source", "query_required", "too_many_terms", "expiry_in_past", "invalid_source",
               "invalid_schema", "integration_not_found", "invalid_plan", "invalid_trigger", "capability_not_found"}

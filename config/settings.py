@@ -144,6 +144,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "corsheaders",
+    "django_htmx",
+    "django_ace",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -170,6 +172,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
 ]
@@ -316,6 +319,10 @@ if _public.scheme == "https":
 # text) cannot run. Inline styles stay allowed: admin and Swagger UI use them, and they cannot
 # run code. No form-action: browsers apply it to the redirect after the consent form, which
 # goes to each OAuth client's own callback.
+# Check every tool answer against the tool's output schema (the test suite sets it; costs a
+# schema validation per call).
+ATRIUM_CHECK_TOOL_OUTPUT = os.environ.get("ATRIUM_CHECK_TOOL_OUTPUT", "") == "1"
+
 ATRIUM_CONTENT_SECURITY_POLICY = os.environ.get("ATRIUM_CONTENT_SECURITY_POLICY", "; ".join([
     "default-src 'self'",
     "script-src 'self'",

@@ -30,6 +30,7 @@ from accounts.errors import DomainError, InvalidInput, NotFound
 from accounts.input_bounds import JsonRefused, json_parse
 from accounts.models import McpSession
 from accounts.scopes import scopes_by_product
+from console.fragments import page_or_fragment
 from console.links import MAX_REFRESH_SECONDS, MAX_TEXT, since_parse
 from docs_kb.rendering import text_html
 from elements import approvals, dangerzone, selectors, services
@@ -515,16 +516,20 @@ def _with_run_pages(caller: Caller, executions: list[dict[str, Any]]) -> list[di
 @login_required
 @require_GET
 def playbooks(request: HttpRequest) -> HttpResponse:
-    """Every playbook of the user with its status, triggers and last execution: what playbooks_list answers."""
+    """Every playbook of the user with its status, triggers and last execution: what playbooks_list answers.
+    With HX-Request, the list alone: the page asks for it again while a last execution is live."""
     caller, page = _caller(request), _page(request)
     listed = playbook_selectors.playbook_list(caller=caller, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
     last = _with_run_pages(caller, [row["lastExecution"] for row in listed["playbooks"] if row["lastExecution"]])
     last_by_playbook = {row["playbookId"]: row for row in last}
     rows = [{**row, "triggers": _triggers_shown(row["triggers"]), "last": last_by_playbook.get(row["playbookId"])}
             for row in listed["playbooks"]]
-    return render(request, "console/playbooks.html", {
+    return page_or_fragment(request, "console/playbooks.html", "console/_playbooks.html", {
         "playbooks": rows, "total": listed["total"], "page": page, "has_previous": page > 1,
-        "has_next": page * PAGE_SIZE < listed["total"]})
+        "has_next": page * PAGE_SIZE < listed["total"],
+        # Polled only while a last execution shown is still going: a finished one no longer changes.
+        "live": any(row["last"]["status"] in playbook_selectors.ACTIVE for row in rows if row["last"]),
+        "live_url": f"{reverse('console:playbooks')}?{urlencode({'page': page})}"})
 
 
 def _input_fields(card: dict[str, Any]) -> list[dict[str, Any]]:

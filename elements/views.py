@@ -2,7 +2,8 @@
 
 The code of a challenge is shown here and nowhere else; an agent gets it back only from the person
 who read it. Writes go through elements.dangerzone (a new code) and elements.approvals (a CLI
-decision), as the user via the web."""
+decision), as the user via the web. The page keeps its pending lists fresh with htmx: the index and
+a decision answer HX-Request with the lists alone (console.fragments)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.caller import Caller
 from accounts.errors import DomainError, NotFound
+from console.fragments import fragment_wanted, page_or_fragment
 from elements import approvals, dangerzone
 from elements.models import AgentBlock, CliApproval, VerificationChallenge
 
@@ -60,14 +62,16 @@ def _block(block: AgentBlock) -> dict[str, Any]:
     return {"block": block, "challenge": challenge, "state": dangerzone.challenge_state(challenge) if challenge else ""}
 
 
-def _index(request: HttpRequest, *, error: str = "", status: int = 200) -> HttpResponse:
+def _index(request: HttpRequest, *, error: str = "", notice: str = "", status: int = 200) -> HttpResponse:
     pending = approvals.cli_approvals_of_owner(user=request.user).select_related("session").order_by("expires_at")
-    return render(request, "approvals/index.html", {
+    return page_or_fragment(request, "approvals/index.html", "approvals/_pending.html", {
         "blocks": [_block(block) for block in dangerzone.blocks_open_of_owner(user=request.user)],
         "verifications": [{"challenge": c, "state": dangerzone.challenge_state(c)}
                           for c in dangerzone.verifications_pending_of_owner(user=request.user)],
         "cli_requests": [_cli_request(approval) for approval in pending],
-        "error": error,
+        "error": error, "notice": notice,
+        # A decision's fragment also replaces the notice above the lists; a poll's leaves it be.
+        "decided": request.method == "POST" and fragment_wanted(request),
     }, status=status)
 
 
@@ -92,11 +96,14 @@ def cli_decide(request: HttpRequest, request_id: str) -> HttpResponse:
     except DomainError as exc:
         return _index(request, error=exc.message, status=exc.http_status)
     if not approve:
-        messages.success(request, f"Denied {approval.tool_name}.")
+        notice = f"Denied {approval.tool_name}."
     elif scope == CliApproval.Scope.TOOL_SESSION:
-        messages.success(request, f"Approved {approval.tool_name} for the rest of this session.")
+        notice = f"Approved {approval.tool_name} for the rest of this session."
     else:
-        messages.success(request, f"Approved {approval.tool_name} once.")
+        notice = f"Approved {approval.tool_name} once."
+    if fragment_wanted(request):
+        return _index(request, notice=notice)
+    messages.success(request, notice)
     return redirect("approvals:index")
 
 

@@ -1,7 +1,8 @@
-"""Where each node of a workflow goes on the run page, worked out on the server so the page needs
-no layout library: nodes in rows by their BFS distance from `start` (top-down), forward edges as
-curves from one row down to a later one, and edges that go back up (loops) or sideways drawn
-through a gutter on the right, so they never run through the rows between."""
+"""Where each node of a workflow goes on the run page (and on a workflow's page in admin), worked
+out on the server so the page needs no layout library: nodes in rows by their BFS distance from
+`start` (top-down), forward edges as curves from one row down to a later one, and edges that go back
+up (loops) or sideways drawn through a gutter on the right, so they never run through the rows
+between. graph_context() is what templates/runs/_graph.html draws."""
 
 from __future__ import annotations
 
@@ -81,6 +82,33 @@ class Graph:
     edges: list[Edge]
     width: int
     height: int
+
+
+NOT_REACHED = "not-reached"
+RUN_LEGEND = [*((status, status) for status in ("completed", "running", "paused", "failed", "cancelled")),
+              (NOT_REACHED, "not reached")]
+
+
+def graph_context(definition: dict[str, Any], *, statuses: dict[str, str] | None = None,
+                  current: str = "") -> dict[str, Any]:
+    """The context of templates/runs/_graph.html. With `statuses` (node id -> the status of its latest
+    visit), a run's graph: a node without one is not reached, `current` is marked, and the legend
+    says what the colours mean. Without, the workflow alone: its nodes and moves, no status, no legend."""
+    graph = layout(definition)
+    if statuses is None:
+        return {"graph": graph, "graph_nodes": [_graph_node(box) for box in graph.nodes], "legend": []}
+    return {"graph": graph, "legend": RUN_LEGEND,
+            "graph_nodes": [_graph_node(box, statuses.get(box.id, NOT_REACHED), box.id == current)
+                            for box in graph.nodes]}
+
+
+def _graph_node(box: NodeBox, status: str = "", current: bool = False) -> dict[str, Any]:
+    shown = "not reached" if status == NOT_REACHED else status
+    moves = "; ".join(f"on {event} go to {target}" for event, target in box.transitions)
+    spoken = f"{box.label or box.id}: {box.type} node {box.id}{f', {shown}' if shown else ''}" \
+             f"{', current step' if current else ''}"
+    return {"box": box, "status": status, "shown": shown, "current": current,
+            "spoken": f"{spoken}. {moves[0].upper() + moves[1:]}." if moves else f"{spoken}."}
 
 
 def _clip(text: str, limit: int) -> str:

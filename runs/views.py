@@ -20,13 +20,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.caller import Caller
 from accounts.errors import DomainError, InvalidInput
+from console.fragments import page_or_fragment
 from runs import answerers, engine, selectors
-from runs.graph import Graph, NodeBox, layout
+from runs.graph import NOT_REACHED, graph_context
 from runs.handlers import HANDLERS
 from runs.models import Run
 from workflows.scoping import Scope
-
-NOT_REACHED = "not-reached"
 
 
 def _not_found(request: HttpRequest) -> HttpResponse:
@@ -70,19 +69,9 @@ def _visit(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _graph_node(box: NodeBox, status: str, current: bool) -> dict[str, Any]:
-    shown = "not reached" if status == NOT_REACHED else status
-    moves = "; ".join(f"on {event} go to {target}" for event, target in box.transitions)
-    spoken = f"{box.label or box.id}: {box.type} node {box.id}, {shown}{', current step' if current else ''}"
-    return {"box": box, "status": status, "shown": shown, "current": current,
-            "spoken": f"{spoken}. {moves[0].upper() + moves[1:]}." if moves else f"{spoken}."}
-
-
-def _graph(run: Run, visits: list[dict[str, Any]]) -> tuple[Graph, list[dict[str, Any]]]:
-    graph = layout(run.definition)
+def _graph(run: Run, visits: list[dict[str, Any]]) -> dict[str, Any]:
     latest = {visit["nodeId"]: visit["status"] for visit in visits}  # later visits overwrite earlier ones
-    current = "" if run.is_terminal else run.current_node
-    return graph, [_graph_node(box, latest.get(box.id, NOT_REACHED), box.id == current) for box in graph.nodes]
+    return graph_context(run.definition, statuses=latest, current="" if run.is_terminal else run.current_node)
 
 
 def _page_context(run: Run) -> dict[str, Any]:
@@ -92,7 +81,7 @@ def _page_context(run: Run) -> dict[str, Any]:
     anchors = {visit["nodeId"]: visit["id"] for visit in visits}
     for visit in visits:
         visit["anchor"] = anchors[visit["nodeId"]] == visit["id"]
-    graph, graph_nodes = _graph(run, visits)
+    drawing = _graph(run, visits)
     step, awaiting = selectors.pending_step(run)
     # Who answers the step shown, which may be a waiting child's.
     step_run = (run if step is None or step["runId"] == run.pk else
@@ -101,12 +90,9 @@ def _page_context(run: Run) -> dict[str, Any]:
     return {
         "run": run,
         "version": selectors.run_version(run),
-        "graph": graph,
-        "graph_nodes": graph_nodes,
-        "legend": [(status, status) for status in ("completed", "running", "paused", "failed", "cancelled")]
-        + [(NOT_REACHED, "not reached")],
+        **drawing,
         "visits": visits,
-        "unreached": [node for node in graph_nodes if node["status"] == NOT_REACHED],
+        "unreached": [node for node in drawing["graph_nodes"] if node["status"] == NOT_REACHED],
         "children": list(run.children.order_by("started_at", "pk")),
         "step": step,
         "step_json": _json(step) if step else "",
@@ -173,11 +159,12 @@ RUNS_PAGE = 50
 @login_required
 @require_GET
 def runs_page(request: HttpRequest) -> HttpResponse:
-    """The user's runs, filtered by workflow, status, project and since (console.links' since)."""
+    """The user's runs, filtered by workflow, status, project and since (console.links' since). With
+    HX-Request, the list alone: the page asks for it again while a listed run is live."""
     from console.links import MAX_TEXT, since_parse
 
     filters = {key: request.GET.get(key, "").strip() for key in ("workflow", "status", "project", "since")}
-    context: dict[str, Any] = {"filters": filters, "statuses": Run.Status.values, "error": ""}
+    context: dict[str, Any] = {"filters": filters, "statuses": Run.Status.values, "error": "", "live": False}
     try:
         if any(len(value) > MAX_TEXT for value in filters.values()):
             raise InvalidInput(f"A filter is at most {MAX_TEXT} characters.", code="invalid_parameter")
@@ -186,15 +173,20 @@ def runs_page(request: HttpRequest) -> HttpResponse:
         since = since_parse(filters["since"]) if filters["since"] else None
     except DomainError as exc:
         context["error"] = exc.message
-        return render(request, "runs/list.html", context, status=exc.http_status)
+        return page_or_fragment(request, "runs/list.html", "runs/_list.html", context, status=exc.http_status)
     page = request.GET.get("page", "1")
     page = int(page) if page.isdigit() and 0 < int(page) < 10_000 else 1
     rows = list(selectors.runs_of_owner(user=request.user, workflow=filters["workflow"], status=filters["status"],
                                         project=filters["project"], since=since)
                 [(page - 1) * RUNS_PAGE: page * RUNS_PAGE + 1])
-    context.update(runs=rows[:RUNS_PAGE], page=page, has_next=len(rows) > RUNS_PAGE, has_previous=page > 1,
-                   query=urlencode({k: v for k, v in filters.items() if v}), filtered=any(filters.values()))
-    return render(request, "runs/list.html", context)
+    shown = rows[:RUNS_PAGE]
+    applied = {k: v for k, v in filters.items() if v}
+    context.update(runs=shown, page=page, has_next=len(rows) > RUNS_PAGE, has_previous=page > 1,
+                   query=urlencode(applied), filtered=bool(applied),
+                   # Polled only while a run shown is still going: a finished one no longer changes.
+                   live=any(not run.is_terminal for run in shown),
+                   live_url=f"{reverse('run-list')}?{urlencode({**applied, 'page': page})}")
+    return page_or_fragment(request, "runs/list.html", "runs/_list.html", context)
 
 
 def _write(request: HttpRequest, run_id: str, action: str) -> HttpResponse:

@@ -1,8 +1,9 @@
 """The approvals pages in a real headless Chromium against a live server, with the official SDK
 client on the MCP side: a danger-zone code is read off its owner's page and given back through
 verify_challenge (and no MCP answer ever carries it), another user gets 404, a block survives a
-server restart, and a CLI request Claude Code's session asked about is approved on the page, after
-which that session's retry goes through."""
+server restart, a CLI request Claude Code's session asked about is approved on the page, after
+which that session's retry goes through, and a request made while the page is open appears on it
+and leaves it when approved, without a reload."""
 
 import asyncio
 import json
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.db import connections
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -26,6 +28,7 @@ from tests.conftest import make_member
 from tests.live.conftest import Tools, sdk_session, serve
 from tests.live.test_csp_browser import WATCH_VIOLATIONS
 from tests.live.test_vault_page_browser import sign_in
+from tests.test_approvals_page import cli_request
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -59,6 +62,17 @@ def outside_the_browsers_loop(work: Any) -> Any:
     running in the test's thread, where neither asyncio.run nor the ORM may be used."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, work).result()
+
+
+def beside_the_browser(work: Any, *args: Any) -> Any:
+    """Call `work` in a thread of its own, for the ORM, which refuses the thread Playwright's loop runs in."""
+    def call() -> Any:
+        try:
+            return work(*args)
+        finally:
+            connections.close_all()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(call).result()
 
 
 def test_a_code_read_on_the_page_unblocks_the_agent_through_verify_challenge(live_atrium, real_password_hashing,
@@ -215,3 +229,56 @@ def test_an_approval_made_on_the_page_lets_the_sessions_retry_through(live_atriu
     assert seen["pending"]["count"] == 0
     row = CliApproval.objects.get(pk=request_id)
     assert (row.status, row.scope, row.decided_via) == ("approved", "tool_session", "web")
+
+
+def test_a_request_made_while_the_page_is_open_appears_and_leaves_when_approved(live_atrium, real_password_hashing,
+                                                                                 tmp_path):
+    sync_api = browser_tools()
+    expect = sync_api.expect
+    alice, charlie = make_member("alice"), make_member("charlie")
+    index = f"{live_atrium.url}/approvals/"
+
+    def polled(response: Any) -> bool:
+        return response.url == index and response.request.headers.get("hx-request") == "true"
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            other = browser.new_context().new_page()
+            sign_in(other, live_atrium.url, charlie.user.username)
+            other.goto(index)
+            page = browser.new_context().new_page()
+            page.add_init_script(WATCH_VIOLATIONS)
+            sign_in(page, live_atrium.url, alice.user.username)
+            page.goto(index)
+            expect(page.get_by_role("heading", name="Nothing is waiting for you")).to_be_visible()
+            page.evaluate("window.loadedOnce = true")  # gone if the page reloads
+
+            request = beside_the_browser(cli_request, alice)  # as permission_prompt makes it
+            item = page.locator(f"li[id='{request.pk}']")
+            expect(item).to_contain_text("npm publish", timeout=10_000)
+            expect(item).to_contain_text("high risk")
+            expect(page.get_by_role("heading", name="Nothing is waiting for you")).to_have_count(0)
+            page.screenshot(path=str(tmp_path / "approvals-appeared.png"), full_page=True)
+            with other.expect_response(polled, timeout=10_000):
+                pass  # charlie's page polled since, and still shows nothing of alice's
+            expect(other.get_by_role("heading", name="Nothing is waiting for you")).to_be_visible()
+            assert "npm publish" not in other.content()
+
+            item.get_by_role("button", name="Approve once").click()
+            expect(page.get_by_text("Approved Bash once.")).to_be_visible()
+            expect(item).to_have_count(0)
+            expect(page.get_by_role("heading", name="Nothing is waiting for you")).to_be_visible()
+            with page.expect_response(polled, timeout=10_000):
+                pass  # the next poll does not bring it back, nor clear the notice
+            expect(item).to_have_count(0)
+            expect(page.get_by_text("Approved Bash once.")).to_be_visible()
+            assert page.evaluate("window.loadedOnce") is True and page.url == index
+            assert page.evaluate("window.cspViolations") == []
+            page.screenshot(path=str(tmp_path / "approvals-approved.png"), full_page=True)
+        finally:
+            browser.close()
+
+    row = CliApproval.objects.get(pk=request.pk)
+    assert (row.status, row.scope, row.decided_via) == ("approved", "single", "web")
+    assert not CliApproval.objects.filter(owner=charlie.user).exists()

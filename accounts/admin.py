@@ -1,15 +1,23 @@
+"""Accounts and access in Django admin, and the pieces every app's admin builds on: the curator as
+a Caller (admin_caller), forms that write through a service (ServiceFormAdmin), the audit copy of
+plain model edits (AuditedAdmin), the code editors and the `since` filter."""
+
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Model, QuerySet
+from django.forms.fields import InvalidJSONInput
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django_ace import AceWidget
 from oauth2_provider.admin import ApplicationAdmin as OAuthApplicationAdmin
 from oauth2_provider.models import get_application_model
 
@@ -17,6 +25,7 @@ from accounts import services
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from accounts.models import AuditEvent, McpSession, PersonalToken, Scope, ToolCall, User
+from console.links import since_parse
 
 
 def admin_caller(request: HttpRequest) -> Caller:
@@ -41,7 +50,101 @@ def validate_through(call: Callable[[], object]) -> None:
         raise ValidationError(exc.message, code=exc.code) from exc
 
 
-class ServiceFormAdmin(admin.ModelAdmin):
+# --- code editors -----------------------------------------------------------------------------------
+
+# kind -> how its editor is set up: Markdown is prose, so its lines wrap; code scrolls sideways.
+EDITORS: dict[str, dict[str, Any]] = {
+    "yaml": {"mode": "yaml", "height": "36rem", "tabsize": 2},
+    "json": {"mode": "json", "height": "16rem", "tabsize": 2},
+    "markdown": {"mode": "markdown", "height": "26rem", "tabsize": 2, "wordwrap": True},
+    "python": {"mode": "python", "height": "30rem", "tabsize": 4},
+}
+
+
+class CodeEditor(AceWidget):
+    """django_ace's widget, whose own widget.js sets each editor up from the data- attributes of its
+    markup (no inline script, so the Content-Security-Policy lets it run), with one script more:
+    atrium-admin-editor.js keeps Ace from starting a worker, which the policy would refuse."""
+
+    @property
+    def media(self) -> forms.Media:
+        return super().media + forms.Media(js=["atrium-admin-editor.js"])
+
+
+def code_editor(kind: str, *, height: str | None = None) -> CodeEditor:
+    """The admin's editor for text of `kind` (a key of EDITORS): Ace with highlighting, soft tabs
+    and bracket matching. No worker: the checks that count are the server's."""
+    options = EDITORS[kind]
+    return CodeEditor(mode=options["mode"], width="100%", height=height or options["height"], useworker=False,
+                      showprintmargin=False, tabsize=options["tabsize"], wordwrap=options.get("wordwrap", False),
+                      attrs={"class": f"code-editor code-editor-{kind}", "spellcheck": "false"})
+
+
+class JsonEditorField(forms.JSONField):
+    """JSON in a JSON editor, pretty-printed so it can be read and edited."""
+
+    def __init__(self, *, height: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", code_editor("json", height=height))
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, InvalidJSONInput):
+            return value  # shown back as typed, next to the error
+        return "" if value is None else json.dumps(value, ensure_ascii=False, indent=2, cls=self.encoder)
+
+
+class AtriumAdmin(admin.ModelAdmin):
+    """The base of Atrium's admins: every JSON field of a model is edited in the JSON editor."""
+
+    formfield_overrides = {models.JSONField: {"form_class": JsonEditorField}}
+
+    def switch_selected(self, request: HttpRequest, queryset: QuerySet, switch: Callable[[Any], bool],
+                        state: str) -> None:
+        """A bulk action that sets a flag: `switch` (the app's service) sets it on one row and says
+        whether that changed anything; the curator is told which rows it changed, and which already
+        were `state`."""
+        changed, unchanged = [], []
+        for obj in queryset:
+            (changed if switch(obj) else unchanged).append(str(obj.pk))
+        if changed:
+            names = self.opts.verbose_name if len(changed) == 1 else self.opts.verbose_name_plural
+            self.message_user(request, f"{state.capitalize()} {len(changed)} {names}: {', '.join(sorted(changed))}.")
+        if unchanged:
+            self.message_user(request, f"Already {state}, left as {'it was' if len(unchanged) == 1 else 'they were'}: "
+                                       f"{', '.join(sorted(unchanged))}.", level=messages.WARNING)
+
+
+# --- list filters ------------------------------------------------------------------------------------
+
+class SinceFilter(admin.SimpleListFilter):
+    """`since` as the console's lists read it (console.links.since_parse: 24h, 7d, or an ISO time),
+    on the date field `field`; since_filter() makes one per field."""
+
+    parameter_name = "since"
+    field = ""
+    CHOICES = (("1h", "the last hour"), ("24h", "the last 24 hours"), ("7d", "the last 7 days"),
+               ("30d", "the last 30 days"))
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> tuple[tuple[str, str], ...]:
+        return self.CHOICES
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if not self.value():
+            return queryset
+        try:
+            since = since_parse(self.value())
+        except DomainError as exc:
+            raise IncorrectLookupParameters(exc.message) from exc
+        return queryset.filter(**{f"{self.field}__gte": since})
+
+
+def since_filter(field: str, title: str) -> type[SinceFilter]:
+    return type(f"SinceFilter_{field}", (SinceFilter,), {"field": field, "title": title})
+
+
+# --- the bases of the apps' admins -------------------------------------------------------------------
+
+class ServiceFormAdmin(AtriumAdmin):
     """An admin whose form writes through a service: the form gets the admin's caller, checks its
     input with validate_through in clean(), and `write()`s on save."""
 
@@ -64,7 +167,7 @@ class ServiceFormAdmin(admin.ModelAdmin):
         obj.refresh_from_db()
 
 
-class AuditedAdmin(admin.ModelAdmin):
+class AuditedAdmin(AtriumAdmin):
     """Copies the admin's own change log into Atrium's audit log, for models whose writes in
     admin are plain model edits rather than service calls."""
 

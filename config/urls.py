@@ -18,6 +18,10 @@ from workflows.urls import project_urlpatterns
 
 handler404 = views.not_found
 
+admin.site.site_header = "Atrium administration"
+admin.site.site_title = "Atrium admin"
+admin.site.index_title = "Curate Atrium"
+
 urlpatterns = [
     path("", console_views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),

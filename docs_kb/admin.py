@@ -17,7 +17,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from accounts.admin import admin_caller
+from accounts.admin import AtriumAdmin, admin_caller, code_editor
 from docs_kb import services
 from docs_kb.models import DocPage, DocSection
 from docs_kb.parsing import page_parse
@@ -30,11 +30,7 @@ class MarkdownField(forms.CharField):
     def __init__(self, **kwargs: Any) -> None:
         # Not stripped: an untouched page must compare equal to what is stored, or every save would
         # count as an edit and keep the page from the next import.
-        widget = forms.Textarea(attrs={
-            "rows": 32, "class": "vLargeTextField docs-markdown", "spellcheck": "false",
-            "style": "font-family: ui-monospace, Menlo, monospace; width: 100%; box-sizing: border-box;",
-        })
-        super().__init__(strip=False, widget=widget, **kwargs)
+        super().__init__(strip=False, widget=code_editor("markdown", height="36rem"), **kwargs)
 
     def to_python(self, value: Any) -> str:
         return super().to_python(value).replace("\r\n", "\n")  # browsers submit textarea lines with CRLF
@@ -76,7 +72,7 @@ class DocSectionInline(admin.TabularInline):
 
 
 @admin.register(DocPage)
-class DocPageAdmin(admin.ModelAdmin):
+class DocPageAdmin(AtriumAdmin):
     form = DocPageForm
     list_display = ("slug", "title", "edited", "updated")
     list_filter = ("edited",)

@@ -12,7 +12,6 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
-from django.forms.fields import InvalidJSONInput
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import URLPattern, path, reverse
@@ -20,10 +19,19 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.views.decorators.http import require_POST
 
-from accounts.admin import ServiceFormAdmin, admin_caller, validate_through
+from accounts.admin import (
+    AtriumAdmin,
+    JsonEditorField,
+    ServiceFormAdmin,
+    admin_caller,
+    code_editor,
+    since_filter,
+    validate_through,
+)
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from accounts.services import audit_record
+from docs_kb.rendering import text_html
 from elements import selectors, services, submissions
 from elements.models import (
     Activation,
@@ -41,25 +49,20 @@ from elements.models import (
     VerificationChallenge,
 )
 from elements.packages import element_package
-from elements.types import ElementType
+from elements.types import MAX_CONTENT_LENGTH, ElementType
 
 # The fields a curator edits, named as element_create's params and element_edit's changes.
 EDITABLE = ("description", "instructions", "content", "tags", "triggers", "category", "author", "version",
             "gatekeeper", "metadata")
 
 
-def _code_area(rows: int) -> forms.Textarea:
-    return forms.Textarea(attrs={"rows": rows, "class": "vLargeTextField",
-                                 "style": "font-family: monospace; width: 100%; box-sizing: border-box;"})
-
-
 class BodyField(forms.CharField):
-    """Instructions or content, kept exactly as typed."""
+    """Instructions or content: Markdown, kept exactly as typed."""
 
     def __init__(self, **kwargs: Any) -> None:
         # Not stripped: an untouched body must compare equal to what is stored, or every save
         # would count it as changed.
-        super().__init__(required=False, strip=False, widget=_code_area(20), **kwargs)
+        super().__init__(required=False, strip=False, widget=code_editor("markdown"), **kwargs)
 
     def to_python(self, value: Any) -> str:
         # Browsers submit textarea lines with CRLF.
@@ -79,16 +82,11 @@ class CommaSeparatedField(forms.CharField):
         return [part.strip() for part in super().to_python(value).split(",") if part.strip()]
 
 
-class JsonObjectField(forms.JSONField):
-    """A JSON object, pretty-printed so it can be read and edited in a textarea."""
+class JsonObjectField(JsonEditorField):
+    """A JSON object, or nothing."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(required=False, widget=_code_area(12), **kwargs)
-
-    def prepare_value(self, value: Any) -> Any:
-        if isinstance(value, InvalidJSONInput):
-            return value  # shown back as typed, next to the error
-        return "" if value is None else json.dumps(value, ensure_ascii=False, indent=2)
+        super().__init__(required=False, **kwargs)
 
     def to_python(self, value: Any) -> Any:
         data = super().to_python(value)
@@ -201,13 +199,15 @@ class ElementAdmin(ServiceFormAdmin):
                     "modified")
     list_display_links = ("name",)
     # The element_type filter doubles as the per-type lists.
-    list_filter = ("element_type", "published", "format_version", "category", "owner")
+    list_filter = ("element_type", "published", since_filter("modified", "modified since"), "format_version",
+                   "category", "owner")
     # "tags" searches the JSON text of the list.
     search_fields = ("name", "description", "tags", "owner__username")
     date_hierarchy = "modified"
     list_select_related = ("owner",)
     autocomplete_fields = ("owner",)
     actions = ("export_elements", "clear_entries", "publish", "withdraw")
+    change_form_template = "admin/elements/element/change_form.html"
 
     _BODY_FIELDSETS = (
         ("Details", {"fields": ("description", "category", "author", "version", "tags", "triggers")}),
@@ -234,6 +234,20 @@ class ElementAdmin(ServiceFormAdmin):
     def get_inlines(self, request: HttpRequest, obj: Element | None) -> Any:
         return [MemoryEntryInline] if obj is not None and obj.element_type == ElementType.MEMORY else []
 
+    def get_urls(self) -> list[URLPattern]:
+        preview = self.admin_site.admin_view(require_POST(self.preview_view))
+        return [path("preview/", preview, name="elements_element_preview"), *super().get_urls()]
+
+    def preview_view(self, request: HttpRequest) -> HttpResponse:
+        """The Markdown in an editor (`markdown`), rendered as the console's element page renders
+        it, without saving anything: the fragment the change form's Preview shows under the editor."""
+        if not (self.has_add_permission(request) or self.has_change_permission(request)):
+            raise PermissionDenied
+        text = request.POST.get("markdown", "")
+        if len(text) > MAX_CONTENT_LENGTH:
+            return HttpResponse(f"Longer than an element may be ({MAX_CONTENT_LENGTH:,} characters): not previewed.",
+                                status=400, content_type="text/plain; charset=utf-8")
+        return HttpResponse(text_html(text) if text.strip() else "<p><em>Nothing to preview.</em></p>")
 
     @admin.display(description="revisions")
     def revision_history(self, element: Element) -> str:
@@ -290,7 +304,7 @@ class ElementAdmin(ServiceFormAdmin):
         self._set_published(request, queryset, False)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(AtriumAdmin):
     """For looking only. Delete stays allowed: admin refuses to delete a user or an element whose
     deletion cascades into a model it may not delete."""
 

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from accounts.admin import AuditedAdmin, ServiceFormAdmin, admin_caller, validate_through
+from accounts.admin import AtriumAdmin, AuditedAdmin, ServiceFormAdmin, admin_caller, code_editor, validate_through
 from accounts.caller import Caller
 from accounts.errors import DomainError
 from integrations import search, services, vault
@@ -67,6 +67,7 @@ class IntegrationAdmin(AuditedAdmin):
     readonly_fields = ["kind", "secret_state", "created_at", "updated_at"]
     inlines = [ActionInline]
     change_list_template = "integrations/admin/integration_changelist.html"
+    actions = ["enable", "disable"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Integration]:
         return super().get_queryset(request).annotate(n_actions=Count("actions", distinct=True),
@@ -101,6 +102,18 @@ class IntegrationAdmin(AuditedAdmin):
         if form.cleaned_data.get("client_secret"):
             vault.integration_client_secret_set(integration=obj, secret=form.cleaned_data["client_secret"])
         search.index_refresh(integrations=[obj])
+
+    @admin.action(description="Enable selected integrations (offered to users)")
+    def enable(self, request: HttpRequest, queryset: QuerySet[Integration]) -> None:
+        caller = admin_caller(request)
+        self.switch_selected(request, queryset, lambda integration: services.integration_set_enabled(
+            caller=caller, integration=integration, enabled=True), "enabled")
+
+    @admin.action(description="Disable selected integrations (withdrawn from users)")
+    def disable(self, request: HttpRequest, queryset: QuerySet[Integration]) -> None:
+        caller = admin_caller(request)
+        self.switch_selected(request, queryset, lambda integration: services.integration_set_enabled(
+            caller=caller, integration=integration, enabled=False), "disabled")
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.import_view)
@@ -158,8 +171,7 @@ class SkillForm(forms.ModelForm):
     caller: Caller  # set per request by SkillAdmin.get_form
 
     # As typed: the source is code, whose whitespace is the curator's.
-    source_code = forms.CharField(strip=False, widget=forms.Textarea(attrs={
-        "rows": 24, "cols": 100, "class": "vLargeTextField", "style": "font-family: monospace"}))
+    source_code = forms.CharField(strip=False, widget=code_editor("python"))
 
     class Meta:
         model = Skill
@@ -208,7 +220,7 @@ class SkillAdmin(ServiceFormAdmin):
             services.skill_delete(caller=admin_caller(request), skill=skill)
 
 
-class RecordAdmin(admin.ModelAdmin):
+class RecordAdmin(AtriumAdmin):
     """Rows curators read but never write here: they are what users and executions left behind."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -109,6 +109,19 @@ def integration_document_import(*, document: str | bytes, source: str, integrati
     return report.integration, report
 
 
+@transaction.atomic
+def integration_set_enabled(*, caller: Caller, integration: Integration, enabled: bool) -> bool:
+    """Offer the integration (its actions, connections and search hits) to callers, or withdraw it;
+    whether that changed anything. A catalogue sync keeps the flag as set here."""
+    # A conditional update: of two curators switching the same integration, one changes it and audits.
+    changed = Integration.objects.filter(pk=integration.pk, enabled=not enabled).update(
+        enabled=enabled, updated_at=timezone.now())
+    if changed:
+        audit_record(action=f"integration.{'enable' if enabled else 'disable'}", target=integration.pk,
+                     caller=caller)
+    return bool(changed)
+
+
 # --- skills ----------------------------------------------------------------------------------------
 
 def _skill_fields(fields: dict[str, Any]) -> dict[str, Any]:

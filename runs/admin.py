@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from accounts.admin import AuditedAdmin, admin_caller
+from accounts.admin import AuditedAdmin, admin_caller, since_filter
 from elements.admin import ReadOnlyAdmin
 from runs import engine
 from runs.models import NodeRun, Run, ScriptSettings, Turn
@@ -51,7 +51,7 @@ class TurnInline(ReadOnlyInline):
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = ("id", "workflow_key", "status", "kind", "owner", "project", "started_at", "total_cost")
-    list_filter = ("status", "kind", "owner", "project")
+    list_filter = ("status", since_filter("started_at", "started since"), "kind", "owner", "project")
     search_fields = ("id", "workflow_key", "workflow_name")
     list_select_related = ("owner", "project")
     date_hierarchy = "started_at"

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import Permission
 from django.test import Client
+from django_ace import AceWidget
 
 from accounts.models import AuditEvent, User
 from docs_kb.models import DocPage
@@ -52,10 +54,13 @@ def test_the_list_shows_pages_and_filters_by_edited(runs, client: Client, curato
     assert [page.slug for page in found.context["cl"].result_list] == ["workflow-format"]
 
 
-def test_the_change_form_edits_the_markdown_in_a_monospace_box_and_shows_it_rendered(runs, client: Client,
-                                                                                    curator: User):
-    html = client.get(f"{PAGES}{runs.pk}/change/").content.decode()
-    assert 'class="vLargeTextField docs-markdown"' in html and "monospace" in html
+def test_the_change_form_edits_the_markdown_in_a_markdown_editor_and_shows_it_rendered(runs, client: Client,
+                                                                                      curator: User):
+    page = client.get(f"{PAGES}{runs.pk}/change/")
+    widget = page.context["adminform"].form.fields["markdown"].widget
+    assert isinstance(widget, AceWidget) and (widget.mode, widget.useworker) == ("markdown", False)
+    html = page.content.decode()
+    assert 'data-mode="markdown"' in html and "/static/django_ace/widget.js" in html
     assert '<div class="docs-preview">' in html
     for heading_id in runs.sections.exclude(heading_id="").values_list("heading_id", flat=True):
         assert f'id="{heading_id}"' in html
@@ -125,6 +130,13 @@ def test_preview_is_for_curators_only(runs, client: Client):
     response = client.post(f"{PAGES}{runs.pk}/preview/", {"markdown": "# Hi"})
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
     assert client.get(f"{PAGES}{runs.pk}/preview/").status_code == 302  # login first, whatever the method
+
+    staff = User.objects.create_user("staff", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.post(f"{PAGES}{runs.pk}/preview/", {"markdown": "# Hi"}).status_code == 403
+    staff.user_permissions.add(Permission.objects.get(codename="change_docpage"))
+    assert client.post(f"{PAGES}{runs.pk}/preview/", {"markdown": "# Hi"}).status_code == 200
+    assert client.get(f"{PAGES}{runs.pk}/preview/").status_code == 405
 
 
 def test_pages_are_neither_added_nor_deleted_in_admin(runs, client: Client, curator: User):

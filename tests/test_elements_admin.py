@@ -1,12 +1,17 @@
-"""Curating elements in admin: every save, delete, restore and clear goes through the services."""
+"""Curating elements in admin: every save, delete, restore, clear and publish goes through the
+services; the Markdown and JSON fields are code editors, and Markdown previews as the console shows it."""
 
 import html
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission
 from django.test import Client
+from django.utils import timezone
+from django_ace import AceWidget
 
 from accounts.caller import Caller
 from accounts.errors import InvalidInput
@@ -14,12 +19,13 @@ from accounts.models import AuditEvent, McpSession, User
 from elements import services
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
 from elements.services import element_create, element_delete, element_edit, memory_entry_add
-from elements.types import ElementType
+from elements.types import MAX_CONTENT_LENGTH, ElementType
 from tests.conftest import Member, hidden_inputs
 
 pytestmark = pytest.mark.django_db
 
 ELEMENTS = "/admin/elements/element/"
+PREVIEW = "/admin/elements/element/preview/"
 REVISIONS = "/admin/elements/elementrevision/"
 INSTRUCTIONS = "You ARE a meticulous code reviewer. ALWAYS explain why."
 
@@ -425,6 +431,89 @@ def test_clear_entries_empties_the_selected_memories(curator, alice, client):
     assert messages_of(response) == ["Cleared 2 entries from 1 memory(ies).",
                                      "Skipped 1 selected element(s) that are not memories."]
     assert AuditEvent.objects.filter(action="element.clear", via="admin", actor=curator).exists()
+
+
+# --- publishing and filters ------------------------------------------------------------------------
+
+
+def test_publish_and_withdraw_put_the_selected_elements_in_and_out_of_the_collection(curator, alice, client):
+    reviewer, helper = persona(alice), make(alice, "skill", "sql-helper", content="Write SQL carefully.")
+
+    published = client.post(ELEMENTS, {"action": "publish", "_selected_action": [reviewer.pk, helper.pk]},
+                            follow=True)
+
+    assert messages_of(published) == ["2 element(s) are now in the collection."]
+    assert set(Element.objects.filter(published=True).values_list("name", flat=True)) == {"code-reviewer",
+                                                                                          "sql-helper"}
+    assert AuditEvent.objects.filter(action="element.publish", via="admin", actor=curator).count() == 2
+
+    withdrawn = client.post(ELEMENTS, {"action": "withdraw", "_selected_action": [helper.pk]}, follow=True)
+
+    assert messages_of(withdrawn) == ["1 element(s) are now out of the collection."]
+    assert list(Element.objects.filter(published=True).values_list("name", flat=True)) == ["code-reviewer"]
+    assert AuditEvent.objects.filter(action="element.withdraw", target="skill 'sql-helper'").count() == 1
+
+
+def test_the_changelist_filters_by_since_as_the_console_does(curator, alice, client):
+    persona(alice)
+    old = persona(alice, "old-reviewer")
+    Element.objects.filter(pk=old.pk).update(modified=timezone.now() - timedelta(days=3))
+
+    assert shown(client.get(ELEMENTS, {"since": "24h"}).context["cl"].result_list) == {"code-reviewer"}
+    assert shown(client.get(ELEMENTS, {"since": "7d"}).context["cl"].result_list) == {"code-reviewer",
+                                                                                      "old-reviewer"}
+
+
+# --- the editors and the preview -------------------------------------------------------------------
+
+
+def test_the_body_is_edited_in_markdown_editors_and_the_structured_fields_in_json_ones(curator, alice, client):
+    reviewer = persona(alice)
+    for url in (f"{ELEMENTS}add/", f"{ELEMENTS}{reviewer.pk}/change/"):
+        page = client.get(url)
+        fields = page.context["adminform"].form.fields
+        modes = {name: fields[name].widget.mode for name in ("instructions", "content", "metadata", "gatekeeper")
+                 if isinstance(fields[name].widget, AceWidget)}
+        assert modes == {"instructions": "markdown", "content": "markdown", "metadata": "json",
+                         "gatekeeper": "json"}
+        text = page.content.decode()
+        assert f'data-preview-url="{PREVIEW}"' in text and "/static/elements/markdown_preview.js" in text
+    pretty = persona(alice, "pretty", metadata={"audience": "backend"})
+    shown_metadata = client.get(f"{ELEMENTS}{pretty.pk}/change/").context["adminform"].form["metadata"].value()
+    assert '\n  "audience": "backend"' in shown_metadata  # pretty-printed to be read and edited
+
+
+def test_the_preview_renders_markdown_as_the_console_does_and_saves_nothing(curator, alice, client):
+    reviewer = persona(alice)
+    before = written()
+
+    response = client.post(PREVIEW, {"markdown": "## Steps\r\n\n1. Read the **diff**.\n\n<script>alert(1)</script>\n\n"
+                                                 "[bad](javascript:alert(2)) [good](https://example.com)"})
+
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "<h2>Steps</h2>" in body and "<strong>diff</strong>" in body
+    assert "<script>" not in body and "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    assert "javascript:" not in body and 'href="https://example.com"' in body
+    assert written() == before
+    reviewer.refresh_from_db()
+    assert reviewer.instructions == INSTRUCTIONS
+
+
+def test_the_preview_is_a_post_for_curators_only(curator, alice, client):
+    assert client.get(PREVIEW).status_code == 405
+    assert client.post(PREVIEW, {"markdown": "x" * (MAX_CONTENT_LENGTH + 1)}).status_code == 400
+    assert "Nothing to preview" in client.post(PREVIEW, {"markdown": "  "}).content.decode()
+
+    staff = User.objects.create_user("staff", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.post(PREVIEW, {"markdown": "# Hi"}).status_code == 403
+    staff.user_permissions.add(Permission.objects.get(codename="change_element"))
+    assert client.post(PREVIEW, {"markdown": "# Hi"}).status_code == 200
+
+    client.logout()
+    response = client.post(PREVIEW, {"markdown": "# Hi"})
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
 
 
 # --- sessions and settings ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Curating integrations in admin: the changelists of integrations, actions, skills, connections and
-executions; the OpenAPI import; the write-only client secret; connections shown by state, never by
-credential; shared skills written through the service."""
+executions; enabling and disabling integrations; the OpenAPI import; the write-only client secret;
+connections shown by state, never by credential; shared skills written through the service, their
+code and JSON in code editors."""
 
 import json
 from io import StringIO
@@ -13,11 +14,13 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.db import connection as db_connection
 from django.test import Client
+from django_ace import AceWidget
 
 from accounts.caller import Caller
 from accounts.models import AuditEvent, User
 from integrations.crypto import unseal
 from integrations.models import Action, Capability, Connection, Execution, Integration, Skill
+from integrations.selectors import integrations_enabled
 from integrations.vault import vault_connect
 from tests.conftest import Member, hidden_inputs
 
@@ -149,6 +152,51 @@ def test_a_staff_member_without_permissions_sees_none_of_it(catalogue, client):
     for model in ("integration", "action", "skill", "connection", "execution"):
         assert client.get(f"{ADMIN}/{model}/").status_code == 403, model
     assert client.get(f"{ADMIN}/integration/import/").status_code == 403
+
+
+# --- enabling and disabling ----------------------------------------------------------------------
+
+
+def messages_of(response: Any) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+def test_disable_and_enable_switch_the_selected_integrations_through_the_service(catalogue, curator, client):
+    chosen = {"_selected_action": ["github_tools", "slack_tools"]}
+
+    disabled = client.post(f"{ADMIN}/integration/", {"action": "disable", **chosen}, follow=True)
+
+    assert messages_of(disabled) == ["Disabled 2 integrations: github_tools, slack_tools."]
+    assert set(Integration.objects.filter(enabled=False).values_list("id", flat=True)) == {"github_tools",
+                                                                                         "slack_tools"}
+    assert not integrations_enabled().filter(id__in=chosen["_selected_action"]).exists()  # gone for callers
+    assert set(AuditEvent.objects.filter(action="integration.disable", via="admin", actor=curator)
+               .values_list("target", flat=True)) == {"github_tools", "slack_tools"}
+
+    again = client.post(f"{ADMIN}/integration/", {"action": "disable", "_selected_action": ["slack_tools"]},
+                        follow=True)
+
+    assert messages_of(again) == ["Already disabled, left as it was: slack_tools."]
+    assert AuditEvent.objects.filter(action="integration.disable").count() == 2  # nothing changed: no record
+
+    enabled = client.post(f"{ADMIN}/integration/", {"action": "enable", **chosen}, follow=True)
+
+    assert messages_of(enabled) == ["Enabled 2 integrations: github_tools, slack_tools."]
+    assert not Integration.objects.filter(enabled=False).exists()
+    assert AuditEvent.objects.filter(action="integration.enable").count() == 2
+
+
+def test_json_and_code_are_edited_in_code_editors(catalogue, curator, client):
+    Integration.objects.create(id="weather_tools", name="Weather", kind=Integration.Kind.OPENAPI,
+                               auth_config={"header": "X-Key"})
+    imported = client.get(f"{ADMIN}/integration/weather_tools/change/").context["adminform"].form
+    skill_form = client.get(f"{ADMIN}/skill/add/").context["adminform"].form
+
+    widgets = {"auth_config": imported.fields["auth_config"].widget,
+               **{name: skill_form.fields[name].widget for name in ("source_code", "input_schema", "output_schema")}}
+    assert {name: w.mode for name, w in widgets.items() if isinstance(w, AceWidget)} == {
+        "auth_config": "json", "source_code": "python", "input_schema": "json", "output_schema": "json"}
+    assert '\n  "header": "X-Key"' in imported["auth_config"].value()
 
 
 # --- the import -----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Curating playbook templates in admin: the form checks a curator's template the way a sync checks a
 shipped file and shows each problem on its field; a shipped template's content is the sync's and is
-read-only; duplicating one makes an editable copy. Playbooks, triggers and firings are read-only,
-and a trigger's secrets never show."""
+read-only; duplicating one makes an editable copy; enabling and disabling switch what callers see;
+the JSON fields are JSON editors. Playbooks, triggers and firings are read-only, and a trigger's
+secrets never show."""
 
 import json
 from io import StringIO
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.test import Client
+from django_ace import AceWidget
 
 from accounts.models import AuditEvent, User
 from workflows import templates
@@ -168,6 +170,41 @@ def test_duplicate_makes_an_editable_disabled_copy(synced, curator, client):
     assert "plan" in client.get(f"{ADMIN}/playbooktemplate/uptime-check-copy/change/").context[
         "adminform"].form.fields
     assert AuditEvent.objects.filter(action="playbooktemplate.duplicate", target="uptime-check-copy").exists()
+
+
+def messages_of(response: Any) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+def test_disable_and_enable_switch_what_callers_see_through_the_service(synced, curator, client):
+    chosen = ["uptime-check", "github-issues-daily-digest"]
+
+    disabled = client.post(f"{ADMIN}/playbooktemplate/", {"action": "disable", "_selected_action": chosen},
+                           follow=True)
+
+    assert messages_of(disabled) == [
+        "Disabled 2 playbook templates: github-issues-daily-digest, uptime-check."]
+    assert not templates.templates_visible().filter(pk__in=chosen).exists()
+    assert set(AuditEvent.objects.filter(action="playbooktemplate.disable", via="admin", actor=curator)
+               .values_list("target", flat=True)) == set(chosen)
+
+    enabled = client.post(f"{ADMIN}/playbooktemplate/", {"action": "enable", "_selected_action": chosen[:1]},
+                          follow=True)
+
+    assert messages_of(enabled) == ["Enabled 1 playbook template: uptime-check."]
+    assert list(PlaybookTemplate.objects.filter(pk__in=chosen, enabled=True).values_list("pk", flat=True)) == [
+        "uptime-check"]
+    again = client.post(f"{ADMIN}/playbooktemplate/", {"action": "enable", "_selected_action": chosen[:1]},
+                        follow=True)
+    assert messages_of(again) == ["Already enabled, left as it was: uptime-check."]
+    assert AuditEvent.objects.filter(action="playbooktemplate.enable").count() == 1
+
+
+def test_a_curators_template_is_edited_in_json_editors(curator, client):
+    form = client.get(f"{ADMIN}/playbooktemplate/add/").context["adminform"].form
+    assert {name: form.fields[name].widget.mode for name in ("integrations", "plan", "example_input", "triggers")
+            if isinstance(form.fields[name].widget, AceWidget)} == dict.fromkeys(
+        ("integrations", "plan", "example_input", "triggers"), "json")
 
 
 def test_the_changelist_filters_and_searches(synced, curator, client):

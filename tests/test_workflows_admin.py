@@ -1,22 +1,31 @@
 """Curating workflows, projects and models in admin: workflow saves, deletes and restores go through
-the services, as the curator, in the owner's store."""
+the services, as the curator, in the owner's store; the YAML is edited in a code editor and checked
+as it is typed in that store; the change form draws the saved workflow's graph; workflows export."""
 
 import html
+import io
+import re
+import zipfile
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
+from django.utils import timezone
+from django_ace import AceWidget
 
 from accounts.caller import Caller
 from accounts.models import AuditEvent, User
 from tests.conftest import Member, hidden_inputs
-from workflows.models import ConfiguredModel, Project, ProjectRoot, Workflow, WorkflowRevision
+from workflows.models import ConfiguredModel, Project, ProjectRoot, Workflow, WorkflowAsset, WorkflowRevision
 from workflows.scoping import Scope
 from workflows.services import Asset, workflow_save, workflow_update
 
 pytestmark = pytest.mark.django_db
 
 WORKFLOWS = "/admin/workflows/workflow/"
+CHECK = "/admin/workflows/workflow/check/"
 REVISIONS = "/admin/workflows/workflowrevision/"
 PROJECTS = "/admin/workflows/project/"
 MODELS = "/admin/workflows/configuredmodel/"
@@ -224,6 +233,135 @@ def test_the_change_form_shows_bundled_files_and_the_revision_history(curator, a
         assert f"{REVISIONS}{revision.pk}/change/" in page
     assert all(html.escape(revision.credential) in page for revision in revisions)
     assert [r.action for r in revisions] == ["update", "create"]
+
+
+# --- the editor, its checks and the graph ---------------------------------------------------------
+
+def test_the_yaml_is_edited_in_a_yaml_code_editor_that_keeps_the_text_exact(curator, alice, client):
+    workflow = stored(alice)
+    for url in (f"{WORKFLOWS}add/", f"{WORKFLOWS}{workflow.pk}/change/"):
+        page = client.get(url)
+        widget = page.context["adminform"].form.fields["yaml_text"].widget
+        assert isinstance(widget, AceWidget) and (widget.mode, widget.width, widget.useworker) == ("yaml", "100%",
+                                                                                                   False)
+        text = page.content.decode()
+        assert "/static/django_ace/widget.js" in text and "/static/workflows/yaml_checks.js" in text
+        assert f'data-check-url="{CHECK}"' in text
+
+    tabbed = REVIEW.replace("  done: {type: end}", "  done: {type: end}   # trailing\t")
+    response = client.post(f"{WORKFLOWS}{workflow.pk}/change/", change_data(client, workflow, tabbed))
+
+    assert response.status_code == 302
+    workflow.refresh_from_db()
+    assert workflow.yaml_text == tabbed
+
+
+def test_the_check_lists_problems_with_their_line_and_writes_nothing(curator, alice, client):
+    workflow = stored(alice)
+
+    unparsable = client.post(CHECK, {"workflow": workflow.pk, "yaml_text": "name: review\n  oops: indented\n"})
+    dangling = client.post(CHECK, {"workflow": workflow.pk, "yaml_text": REVIEW.replace("{done: done}",
+                                                                                        "{done: nowhere}")})
+    linted = client.post(CHECK, {"workflow": workflow.pk, "yaml_text": REVIEW.replace(
+        "    type: ai_agent\n", "    type: ai_agent\n    model: gpt-nonexistent\n")})
+
+    assert unparsable.status_code == 200
+    [error] = unparsable.json()["errors"]
+    assert "does not parse" in error and re.search(r"\bline 2\b", error)
+    assert any("nowhere" in e for e in dangling.json()["errors"])
+    assert linted.json()["errors"] == []
+    assert [(w["code"], w.get("state")) for w in linted.json()["warnings"]] == [("unknown_model", "draft")]
+    workflow.refresh_from_db()
+    assert workflow.yaml_text == REVIEW
+    assert WorkflowRevision.objects.filter(workflow=workflow).count() == 1
+
+
+def test_the_check_looks_in_the_owners_store_as_the_save_does(curator, alice, client):
+    stored(alice, "child")
+    parent = "name: parent\nstart: child\nnodes:\n  child:\n    type: subworkflow\n    workflow: child\n" \
+             "    transitions: {completed: done, failed: done}\n  done: {type: end}\n"
+    workflow = stored(alice, "parent", parent)
+
+    for data in ({"workflow": workflow.pk}, {"owner": alice.user.pk}):
+        assert client.post(CHECK, {**data, "yaml_text": parent}).json() == {"errors": [], "warnings": []}
+    # The curator's own store has no `child`: what the REST API, which checks there, would answer.
+    assert "there is no workflow 'child'" in client.post(CHECK, {"yaml_text": parent}).json()["errors"][0]
+
+
+def test_the_check_is_a_post_for_curators_only(curator, alice, client):
+    workflow = stored(alice)
+    assert client.get(CHECK).status_code == 405
+    assert client.post(CHECK, {"workflow": "nope", "yaml_text": REVIEW}).status_code == 400
+
+    staff = User.objects.create_user("staff", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.post(CHECK, {"workflow": workflow.pk, "yaml_text": REVIEW}).status_code == 403
+    staff.user_permissions.add(Permission.objects.get(codename="change_workflow"))
+    assert client.post(CHECK, {"workflow": workflow.pk, "yaml_text": REVIEW}).status_code == 200
+
+    client.logout()
+    response = client.post(CHECK, {"workflow": workflow.pk, "yaml_text": REVIEW})
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_the_change_form_draws_the_saved_workflows_graph_as_the_run_page_does(curator, alice, client):
+    workflow = stored(alice)
+
+    page = client.get(f"{WORKFLOWS}{workflow.pk}/change/").content.decode()
+
+    assert '<figure class="run-graph">' in page and "/static/runs/graph.css" in page
+    assert re.findall(r'data-node="([^"]+)"', page) == ["draft", "done"]
+    assert 'aria-label="draft: ai_agent node draft. On done go to done."' in page
+    assert "current step" not in page and "not reached" not in page  # no run: no statuses, no legend
+    assert "run-graph" not in client.get(f"{WORKFLOWS}add/").content.decode()
+
+
+# --- bulk actions and filters ----------------------------------------------------------------------
+
+def test_exporting_one_workflow_downloads_its_yaml_as_written(curator, alice, client):
+    workflow = stored(alice)
+
+    response = client.post(WORKFLOWS, {"action": "export_yaml", "_selected_action": [workflow.pk]})
+
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="review.yaml"'
+    assert response.content.decode() == REVIEW
+    event = AuditEvent.objects.get(action="workflow.export")
+    assert (event.via, event.actor, event.detail["workflows"]) == ("admin", curator, ["review (global) of alice"])
+
+
+def test_exporting_several_downloads_a_zip_laid_out_as_sync_workflows_reads_it(curator, alice, bob, client):
+    shop = Project.objects.create(owner=alice.user, project_id="shop")
+    ids = [stored(alice).pk, stored(alice, "deploy", project=shop,
+                                    assets=[Asset("scripts/run.sh", "echo hi\n", executable=True)]).pk,
+           stored(bob, "bobs").pk]
+
+    response = client.post(WORKFLOWS, {"action": "export_yaml", "_selected_action": ids})
+
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    archive = zipfile.ZipFile(io.BytesIO(response.content))
+    assert sorted(archive.namelist()) == ["alice/global/review.yaml", "alice/projects/shop/deploy.yaml",
+                                          "alice/projects/shop/deploy/scripts/run.sh", "bob/global/bobs.yaml"]
+    assert archive.read("alice/global/review.yaml").decode() == REVIEW
+    assert archive.getinfo("alice/projects/shop/deploy/scripts/run.sh").external_attr >> 16 == 0o755
+    assert AuditEvent.objects.get(action="workflow.export").target == "3 workflow(s)"
+    assert WorkflowAsset.objects.count() == 1  # an export changes nothing
+
+
+def test_the_changelist_filters_by_since_as_the_console_does(curator, alice, client):
+    stored(alice)
+    old = stored(alice, "old")
+    Workflow.objects.filter(pk=old.pk).update(modified=timezone.now() - timedelta(days=3))
+
+    def listed(query: str) -> set[str]:
+        response = client.get(f"{WORKFLOWS}?{query}")
+        assert response.status_code == 200, query
+        return {w.workflow_id for w in response.context["cl"].result_list}
+
+    assert listed("since=24h") == {"review"}
+    assert listed("since=7d") == {"review", "old"}
+    assert listed(f"since={(timezone.now() - timedelta(days=2)).isoformat()}".replace("+", "%2B")) == {"review"}
+    assert client.get(f"{WORKFLOWS}?since=forever")["Location"].endswith("?e=1")  # refused, as admin refuses
 
 
 # --- revisions -------------------------------------------------------------------------------------

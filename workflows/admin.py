@@ -1,8 +1,9 @@
 """Curating workflows in Django admin. Workflow writes go through workflows.services as the curator
 (Caller via admin), acting in the workflow owner's store, so they are validated, revisioned and
-audited like any client's. Projects and models are plain model edits, audited by AuditedAdmin.
-Playbook templates are edited here, checked by workflows.templates (a shipped one is the sync's);
-playbooks, their triggers and firings are for looking at."""
+audited like any client's; the change form checks the YAML as it is typed (check_view) and draws the
+saved workflow's graph as the run page does. Projects and models are plain model edits, audited by
+AuditedAdmin. Playbook templates are edited here, checked by workflows.templates (a shipped one is
+the sync's); playbooks, their triggers and firings are for looking at."""
 
 from __future__ import annotations
 
@@ -11,20 +12,24 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from django.forms.fields import InvalidJSONInput
 from django.forms.models import BaseInlineFormSet
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_POST
 
-from accounts.admin import AuditedAdmin, ServiceFormAdmin, admin_caller
+from accounts.admin import AuditedAdmin, JsonEditorField, ServiceFormAdmin, admin_caller, code_editor, since_filter
 from accounts.caller import Caller
 from accounts.errors import DomainError
+from accounts.models import User
+from accounts.services import audit_record
 from elements.admin import ReadOnlyAdmin, RevisionAdmin
+from runs.graph import graph_context
 from workflows import selectors, services, templates
 from workflows.errors import DefinitionInvalid
 from workflows.models import (
@@ -41,6 +46,7 @@ from workflows.models import (
 )
 from workflows.paths import ScopeError, cwd_normalize
 from workflows.scoping import Scope
+from workflows.sync import workflows_archive
 
 NEW_WORKFLOW_ID = "new-workflow"
 
@@ -58,11 +64,7 @@ class YamlField(forms.CharField):
     def __init__(self, **kwargs: Any) -> None:
         # Not stripped: an untouched text must compare equal to what is stored, or every save would
         # count as a change and take a revision.
-        widget = forms.Textarea(attrs={
-            "rows": 32, "class": "vLargeTextField workflow-yaml", "spellcheck": "false",
-            "style": "font-family: monospace; width: 100%; box-sizing: border-box; tab-size: 2;",
-        })
-        super().__init__(strip=False, widget=widget, **kwargs)
+        super().__init__(strip=False, widget=code_editor("yaml"), **kwargs)
 
     def to_python(self, value: Any) -> str:
         # Browsers submit textarea lines with CRLF.
@@ -129,6 +131,24 @@ class WorkflowForm(forms.ModelForm):
                                         config=data["yaml_text"])
 
 
+class CheckForm(forms.Form):
+    """What the change form's checks post: the YAML, and the store it is to be saved in (the
+    workflow's own; on the add form, the chosen owner's and project's)."""
+
+    yaml_text = YamlField(required=False)
+    workflow = forms.ModelChoiceField(Workflow.objects.select_related("owner", "project"), required=False)
+    owner = forms.ModelChoiceField(User.objects.all(), required=False)
+    project = forms.ModelChoiceField(Project.objects.all(), required=False)
+
+    def scope(self, curator: User) -> Scope:
+        data = self.cleaned_data
+        if data["workflow"] is not None:
+            return scope_of(data["workflow"])
+        owner = data["owner"] or curator
+        project = data["project"] if data["project"] is not None and data["project"].owner_id == owner.pk else None
+        return Scope(owner=owner, project=project)
+
+
 class SourceFilter(admin.SimpleListFilter):
     title = "source"
     parameter_name = "source"
@@ -171,20 +191,27 @@ class WorkflowAssetInline(admin.TabularInline):
 class WorkflowAdmin(ServiceFormAdmin):
     form = WorkflowForm
     list_display = ("workflow_id", "name", "source", "project", "owner", "modified")
-    list_filter = (SourceFilter, "project", "owner")
+    list_filter = (SourceFilter, since_filter("modified", "modified since"), "project", "owner")
     search_fields = ("workflow_id", "name")
     list_select_related = ("owner", "project")
     autocomplete_fields = ("owner", "project")
     date_hierarchy = "modified"
     change_form_template = "admin/workflows/workflow/change_form.html"
+    actions = ("export_yaml",)
 
-    _READ_ONLY = ("owner", "project", "workflow_id", "name", "source", "created", "modified", "lint",
-                  "revision_history")
+    _IDENTITY = ("owner", "project", "workflow_id", "name", "source", "created", "modified")
+    _READ_ONLY = (*_IDENTITY, "lint", "graph", "revision_history")
 
-    def get_fields(self, request: HttpRequest, obj: Workflow | None = None) -> Any:
+    class Media:
+        css = {"all": ["runs/graph.css"]}
+
+    def get_fieldsets(self, request: HttpRequest, obj: Workflow | None = None) -> Any:
         if obj is None:
-            return ("owner", "project", "workflow_id", "yaml_text")
-        return (*self._READ_ONLY[:-2], "yaml_text", "lint", "revision_history")
+            return ((None, {"fields": ("owner", "project", "workflow_id", "yaml_text")}),)
+        return ((None, {"fields": self._IDENTITY}),
+                ("Definition", {"fields": ("yaml_text", "lint")}),
+                ("Graph of the saved workflow", {"fields": ("graph",), "classes": ("workflow-graph",)}),
+                ("History", {"fields": ("revision_history",)}))
 
     def get_readonly_fields(self, request: HttpRequest, obj: Workflow | None = None) -> Any:
         # Moving, renaming and re-owning have their own services (and tools); here only the YAML changes.
@@ -215,6 +242,10 @@ class WorkflowAdmin(ServiceFormAdmin):
         return format_html("<ul>{}</ul>", format_html_join(
             "", "<li><code>{}</code> {}</li>", ((w["code"], w["message"]) for w in warnings)))
 
+    @admin.display(description="graph")
+    def graph(self, workflow: Workflow) -> str:
+        return render_to_string("runs/_graph.html", graph_context(workflow.config))
+
     @admin.display(description="revisions")
     def revision_history(self, workflow: Workflow) -> str:
         rows = format_html_join("", '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td></tr>', (
@@ -237,6 +268,37 @@ class WorkflowAdmin(ServiceFormAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
         for workflow in queryset.select_related("owner", "project"):
             self.delete_model(request, workflow)
+
+    def get_urls(self) -> list[URLPattern]:
+        check = self.admin_site.admin_view(require_POST(self.check_view))
+        return [path("check/", check, name="workflows_workflow_check"), *super().get_urls()]
+
+    def check_view(self, request: HttpRequest) -> HttpResponse:
+        """The YAML in the editor, checked as lint_workflow and POST /api/workflows/lint/ check it
+        ({errors, warnings}), in the store the form saves to: the API would check it in the curator's
+        own store, where another user's subworkflows are not found. Nothing is written."""
+        if not (self.has_change_permission(request) or self.has_add_permission(request)):
+            raise PermissionDenied
+        form = CheckForm(request.POST)
+        if not form.is_valid():
+            return JsonResponse({"error": "Nothing to check: " + form.errors.as_text(), "code": "invalid_input"},
+                                status=400)
+        return JsonResponse(selectors.lint_report(scope=form.scope(request.user),
+                                                  config=form.cleaned_data["yaml_text"]))
+
+    @admin.action(description="Export selected workflows as YAML")
+    def export_yaml(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> HttpResponse:
+        workflows = list(queryset.select_related("owner", "project").prefetch_related("assets"))
+        # Curators can read anyone's workflows: an export is recorded like a write.
+        audit_record(caller=admin_caller(request), action="workflow.export", target=f"{len(workflows)} workflow(s)",
+                     detail={"workflows": [f"{w.workflow_id} ({w.source}) of {w.owner}" for w in workflows]})
+        if len(workflows) == 1 and not workflows[0].assets.all():
+            response = HttpResponse(workflows[0].yaml_text, content_type="application/yaml; charset=utf-8")
+            response["Content-Disposition"] = f'attachment; filename="{workflows[0].workflow_id}.yaml"'
+            return response
+        response = HttpResponse(workflows_archive(workflows=workflows), content_type="application/zip")
+        response["Content-Disposition"] = 'attachment; filename="atrium-workflows.zip"'
+        return response
 
 
 @admin.register(WorkflowRevision)
@@ -391,31 +453,17 @@ class ConfiguredModelAdmin(AuditedAdmin):
 
 # --- playbook templates ---------------------------------------------------------------------------
 
-class PrettyJsonField(forms.JSONField):
-    """JSON, pretty-printed so a plan can be read and edited in a textarea."""
-
-    def __init__(self, *, rows: int = 8, **kwargs: Any) -> None:
-        widget = forms.Textarea(attrs={"rows": rows, "class": "vLargeTextField", "spellcheck": "false",
-                                       "style": "font-family: monospace; width: 100%; box-sizing: border-box;"})
-        super().__init__(widget=widget, **kwargs)
-
-    def prepare_value(self, value: Any) -> Any:
-        if isinstance(value, InvalidJSONInput):
-            return value  # shown back as typed, next to the error
-        return json.dumps(value, ensure_ascii=False, indent=2)
-
-
 class PlaybookTemplateForm(forms.ModelForm):
     """A template as workflows.templates.template_problems checks it (the plan, the integrations its
     steps need, the example input against the plan's input card, the trigger specs' shape), then
     against the integration catalogue. Each problem is shown on the field it is about."""
 
     category = forms.ChoiceField(choices=[(c, c) for c in templates.CATEGORIES])
-    integrations = PrettyJsonField(rows=3, required=False,
-                                   help_text='Integration ids the plan needs, e.g. ["github_tools", "slack_tools"].')
-    plan = PrettyJsonField(rows=30, help_text="The plan: input card, steps and output card (docs/playbooks.md).")
-    example_input = PrettyJsonField(rows=6, required=False, help_text="An input the plan's input card accepts.")
-    triggers = PrettyJsonField(rows=6, required=False, help_text=(
+    integrations = JsonEditorField(height="5rem", required=False, help_text=(
+        'Integration ids the plan needs, e.g. ["github_tools", "slack_tools"].'))
+    plan = JsonEditorField(height="36rem", help_text="The plan: input card, steps and output card (docs/playbooks.md).")
+    example_input = JsonEditorField(height="10rem", required=False, help_text="An input the plan's input card accepts.")
+    triggers = JsonEditorField(height="10rem", required=False, help_text=(
         'Suggested triggers, e.g. [{"type": "schedule", "preset": "every weekday at 9"}], [{"type": "webhook"}] '
         'or [{"type": "event", "event": "run.failed"}].'))
 
@@ -470,7 +518,7 @@ class PlaybookTemplateAdmin(AuditedAdmin):
     list_display = ("name", "id", "category", "integration_list", "step_count", "enabled", "shipped", "updated_at")
     list_filter = ("category", "enabled", "shipped", TemplateIntegrationFilter)
     search_fields = ("id", "name", "description")
-    actions = ("duplicate",)
+    actions = ("duplicate", "enable", "disable")
     _SYNCED = ("name", "description", "category", "integrations", "plan_shown", "example_input_shown",
                "triggers_shown")
 
@@ -534,6 +582,18 @@ class PlaybookTemplateAdmin(AuditedAdmin):
         copies = [templates.template_duplicate(caller=admin_caller(request), template=t) for t in queryset]
         self.message_user(request, f"Made {len(copies)} cop{'y' if len(copies) == 1 else 'ies'}, disabled until "
                                    f"you enable them: {', '.join(c.pk for c in copies)}.")
+
+    @admin.action(description="Enable selected templates (callers see them)")
+    def enable(self, request: HttpRequest, queryset: QuerySet[PlaybookTemplate]) -> None:
+        caller = admin_caller(request)
+        self.switch_selected(request, queryset, lambda template: templates.template_set_enabled(
+            caller=caller, template=template, enabled=True), "enabled")
+
+    @admin.action(description="Disable selected templates (hidden from callers)")
+    def disable(self, request: HttpRequest, queryset: QuerySet[PlaybookTemplate]) -> None:
+        caller = admin_caller(request)
+        self.switch_selected(request, queryset, lambda template: templates.template_set_enabled(
+            caller=caller, template=template, enabled=False), "disabled")
 
 
 # --- playbooks, triggers and firings: for looking at ---------------------------------------------

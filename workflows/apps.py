@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class WorkflowsConfig(AppConfig):
     name = "workflows"
-    verbose_name = "Workflows"
+    verbose_name = "Workflows and playbooks"

@@ -2,11 +2,15 @@
 out as a repository keeps it: `<id>.yaml` per workflow, and its bundled files under `<id>/`.
 
 A pull writes the folder into the store, all or nothing; a push writes the store into the folder.
-Neither ever deletes a workflow or a file. The sync_workflows command reports what these return."""
+Neither ever deletes a workflow or a file. The sync_workflows command reports what these return.
+An archive (workflows_archive) holds stores laid out the same way, for download."""
 
 from __future__ import annotations
 
+import io
 import os
+import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -269,3 +273,22 @@ def _push_one(directory: Path, workflow: Workflow, *, dry_run: bool) -> tuple[st
         for path, content, executable in changed:
             repofiles.file_write(path, content, executable)
     return ("written" if changed else "unchanged"), ""
+
+
+def workflows_archive(*, workflows: Iterable[Workflow]) -> bytes:
+    """A zip of `workflows`, each store a folder as sync_workflows reads one: `<owner>/global/` or
+    `<owner>/projects/<project id>/`, holding `<id>.yaml` as written and the bundled files under
+    `<id>/`. A bundled file whose path would leave `<id>/` is left out, as a push leaves it."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for workflow in workflows:
+            store = ("projects", workflow.project.project_id) if workflow.project else (GLOBAL,)
+            folder = Path(workflow.owner.get_username(), *store)
+            files = [(folder / f"{workflow.workflow_id}.yaml", workflow.yaml_text, False)]
+            files += [(target, asset.content, asset.executable) for asset in workflow.assets.all()
+                      if (target := repofiles.bundle_path(folder, workflow.workflow_id, asset.path)) is not None]
+            for path, content, executable in files:
+                entry = zipfile.ZipInfo(path.as_posix(), date_time=workflow.modified.timetuple()[:6])
+                entry.external_attr = (0o755 if executable else 0o644) << 16
+                archive.writestr(entry, content, compress_type=zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()

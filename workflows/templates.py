@@ -285,6 +285,19 @@ def template_duplicate(*, caller: Caller, template: PlaybookTemplate) -> Playboo
     return copy
 
 
+@transaction.atomic
+def template_set_enabled(*, caller: Caller, template: PlaybookTemplate, enabled: bool) -> bool:
+    """Show the template to callers, or hide it; whether that changed anything. A sync keeps the
+    setting, except that it disables a shipped template whose file is gone."""
+    # A conditional update: of two curators switching the same template, one changes it and audits.
+    changed = PlaybookTemplate.objects.filter(pk=template.pk, enabled=not enabled).update(
+        enabled=enabled, updated_at=timezone.now())
+    if changed:
+        audit_record(action=f"playbooktemplate.{'enable' if enabled else 'disable'}", target=template.pk,
+                     caller=caller)
+    return bool(changed)
+
+
 # --- reads ----------------------------------------------------------------------------------------
 
 def templates_visible() -> Any:

@@ -1,5 +1,5 @@
 """The pages under the Content-Security-Policy in a real headless Chromium: sign-in, admin (its
-scripts, the workflow editor's Tab key), the docs, the consent page and Swagger UI all work, and
+scripts, the workflow's code editor), the docs, the consent page and Swagger UI all work, and
 the browser reports no violation. The run page's polling is driven in test_run_page_browser.py."""
 
 import json
@@ -71,10 +71,13 @@ def test_the_pages_work_under_the_policy(kb, live_atrium, real_password_hashing)
             violations("/admin/")
 
             visit("/admin/workflows/workflow/add/")
-            yaml_box = page.locator("textarea.workflow-yaml")
-            yaml_box.fill("")
-            yaml_box.press("Tab")
-            assert yaml_box.input_value() == "  "  # the editor's script ran: Tab indents, focus stays
+            page.wait_for_load_state("load")  # django_ace sets its editors up on the window's load
+            page.locator(".django-ace-widget .ace_content").click()
+            page.keyboard.press("Control+A")
+            page.keyboard.press("Delete")
+            page.keyboard.press("Tab")
+            # The editor's scripts ran: Tab indents by two spaces, into the field the form posts.
+            assert page.locator("textarea#id_yaml_text").input_value() == "  "
             violations("/admin/workflows/workflow/add/")
 
             visit("/oauth/authorize/?" + urlencode(query))

@@ -26,8 +26,10 @@ from importlib.metadata import version
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.serializers.json import DjangoJSONEncoder
+from jsonschema import Draft202012Validator
 from mcp import types
 from mcp.shared.exceptions import McpError
 from mcp_server import MCPToolset
@@ -52,6 +54,8 @@ class ToolSpec:
     # different scopes, like vault, then checks the action's own scope itself).
     scope: str | tuple[str, ...] | None
     annotations: types.ToolAnnotations
+    # JSON Schema of the structuredContent of every answer that is not an error (accounts.output_schemas).
+    output_schema: dict[str, Any]
     description: str | None = None
 
 
@@ -129,10 +133,15 @@ def tool(
     destructive: bool,
     idempotent: bool,
     open_world: bool,
+    output_schema: dict[str, Any],
     description: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., types.CallToolResult]]:
     """Declare a Toolset method as an MCP tool. The docstring is its description unless
-    `description` is given (for descriptions generated from a table)."""
+    `description` is given (for descriptions generated from a table). `output_schema` is what its
+    answers that are not errors hold (tools/list shows it as outputSchema)."""
+    if output_schema.get("type") != "object":
+        raise ImproperlyConfigured(f"Tool {name}'s output schema must describe an object.")
+    Draft202012Validator.check_schema(output_schema)
     spec = ToolSpec(
         name=name,
         title=title,
@@ -141,6 +150,7 @@ def tool(
             title=title, readOnlyHint=read_only, destructiveHint=destructive,
             idempotentHint=idempotent, openWorldHint=open_world,
         ),
+        output_schema=output_schema,
         description=description,
     )
 
@@ -163,8 +173,8 @@ def tool(
             return result if isinstance(result, types.CallToolResult) else success_result(result)
 
         # The SDK builds the input schema from this signature (through the bound method, so
-        # without `self`). The return type says "the tool builds its own result": no output
-        # schema is declared that an error result could violate.
+        # without `self`). The return type says "the tool builds its own result"; the output
+        # schema is the spec's.
         run.__signature__ = inspect.signature(fn, eval_str=True).replace(  # type: ignore[attr-defined]
             return_annotation=types.CallToolResult
         )
@@ -302,9 +312,11 @@ def call_refusal(server: DjangoMCP, name: str, arguments: dict[str, Any], caller
 @functools.cache
 def _wire_tools(server: DjangoMCP) -> tuple[types.Tool, ...]:
     """Every registered tool as tools/list shows it, in a stable order. Tools are fixed at start-up."""
+    specs = tools_of(server)
     tools = [
         types.Tool(name=info.name, title=info.title, description=info.description, inputSchema=info.parameters,
-                   outputSchema=info.output_schema, annotations=info.annotations, icons=info.icons, _meta=info.meta)
+                   outputSchema=specs[info.name].output_schema, annotations=info.annotations, icons=info.icons,
+                   _meta=info.meta)
         for info in server._tool_manager.list_tools()
     ]
     return tuple(sorted(tools, key=lambda t: t.name))
@@ -326,6 +338,8 @@ def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: 
     """Run one tool for the request's caller, and record the call (how it ended, how long it took)."""
     started = time.perf_counter()
     result = _tool_call(server, name, arguments, request)
+    if settings.ATRIUM_CHECK_TOOL_OUTPUT and not result.isError:
+        result = _checked_output(server, name, result)
     caller = getattr(request, "caller", None)
     # A call of a tool that does not exist is not a call of anything worth a row: its name is any text.
     if caller is not None and name in tools_of(server):
@@ -338,6 +352,31 @@ def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: 
                          error_code=_error_code(result) if result.isError else None,
                          duration_ms=(time.perf_counter() - started) * 1000)
     return result
+
+
+@functools.cache
+def output_validator(server: DjangoMCP, name: str) -> Draft202012Validator:
+    return Draft202012Validator(tools_of(server)[name].output_schema)
+
+
+def output_problem(server: DjangoMCP, name: str, structured: Any) -> str | None:
+    """Where `structured` departs from the output schema of `server`'s tool `name`; None if it does not."""
+    error = next(iter(output_validator(server, name).iter_errors(structured)), None)
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(the result)"
+    return f"{where}: {error.message[:300]}"
+
+
+def _checked_output(server: DjangoMCP, name: str, result: types.CallToolResult) -> types.CallToolResult:
+    """With ATRIUM_CHECK_TOOL_OUTPUT (the test suite), an answer that breaks the tool's own output
+    schema is a server error: a strict client would reject it."""
+    problem = "no structuredContent" if result.structuredContent is None else \
+        output_problem(server, name, result.structuredContent)
+    if problem is None:
+        return result
+    logger.error("Tool %s answered outside its output schema: %s", name, problem)
+    return error_result("output_schema_violation", f"{name} answered outside its output schema: {problem}")
 
 
 def _error_code(result: types.CallToolResult) -> str:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from accounts.mcp_registry import Toolset, tool
+from accounts.output_schemas import BOOLEAN, INTEGER, NUMBER, TEXT, TEXT_OR_NULL, array_of, enum, obj
 from docs_kb import selectors
 from docs_kb.selectors import MAX_QUESTION_CHARS, MAX_QUESTION_WORDS
 
@@ -17,16 +18,27 @@ Question = Annotated[str, Field(max_length=MAX_QUESTION_CHARS, description="A na
 MaxSections = Annotated[int, Field(ge=1, le=20, description="At most this many sections (default 5).")]
 MaxChars = Annotated[int, Field(ge=500, le=20000, description="Total characters of section text (default 6000).")]
 
+# Where a hit or a section is: its page, and its heading (both null for the page's lede).
+PLACE = {"slug": TEXT, "title": TEXT, "headingId": TEXT_OR_NULL, "headingText": TEXT_OR_NULL}
+# A list is answered as {result: [...]} (accounts.mcp_registry.success_result).
+LIST_OUTPUT = obj({"result": array_of(obj({"slug": TEXT, "title": TEXT, "description": TEXT}))})
+DOC_OUTPUT = obj({"frontmatter": obj({"title": TEXT, "description": TEXT}), "markdown": TEXT})
+SEARCH_OUTPUT = obj({"result": array_of(obj({**PLACE, "snippet": TEXT, "score": NUMBER}))})
+ASK_OUTPUT = obj({"question": TEXT, "sections": array_of(obj({**PLACE, "text": TEXT, "score": NUMBER})),
+                  "truncated": BOOLEAN, "totalChars": INTEGER})
+ANSWER_OUTPUT = obj({"action": enum("answer_prompt"), "instructions": TEXT, "prompt": TEXT, "model": TEXT,
+                     "citations": array_of(obj(PLACE))})
+
 
 class DocsTools(Toolset):
     @tool(name="list_docs", title="List the docs", scope=READ, read_only=True, destructive=False, idempotent=True,
-          open_world=False)
+          open_world=False, output_schema=LIST_OUTPUT)
     def list_docs(self) -> Any:
         """The catalogue of Atrium's documentation: [{slug, title, description}] for every page."""
         return selectors.docs_list()
 
     @tool(name="get_doc", title="Read a doc page", scope=READ, read_only=True, destructive=False, idempotent=True,
-          open_world=False)
+          open_world=False, output_schema=DOC_OUTPUT)
     def get_doc(self, slug: Annotated[str, Field(description="The page's slug from list_docs, with no leading "
                                                              "slash and no .md (e.g. workflow-format).")]) -> Any:
         """One whole page: {frontmatter: {title, description}, markdown}."""
@@ -34,7 +46,7 @@ class DocsTools(Toolset):
         return {"frontmatter": {"title": page.title, "description": page.description}, "markdown": page.markdown}
 
     @tool(name="search_docs", title="Search the docs", scope=READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=SEARCH_OUTPUT)
     def search_docs(self, query: Annotated[str, Field(max_length=MAX_QUESTION_CHARS, description=(
                         f"Words to look for (at most {MAX_QUESTION_WORDS}); prefixes and typos are matched too."))],
                     limit: Annotated[int, Field(ge=1, le=50, description="At most this many hits (default 20).")]
@@ -44,7 +56,7 @@ class DocsTools(Toolset):
         return selectors.docs_search(query=query, limit=limit)
 
     @tool(name="ask_docs", title="Ask the docs", scope=READ, read_only=True, destructive=False, idempotent=True,
-          open_world=False)
+          open_world=False, output_schema=ASK_OUTPUT)
     def ask_docs(self, question: Question, maxSections: MaxSections = 5, maxChars: MaxChars = 6000) -> Any:
         """The heading sections most relevant to a question, whole (code and diagrams intact), packed within
         maxChars: {question, sections: [{slug, title, headingId, headingText, text, score}], truncated,
@@ -52,7 +64,7 @@ class DocsTools(Toolset):
         return selectors.docs_ask(question=question, max_sections=maxSections, max_chars=maxChars)
 
     @tool(name="answer_docs", title="Answer from the docs", scope=READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=ANSWER_OUTPUT)
     def answer_docs(self, question: Question, model: Annotated[str | None, Field(
             description="Suggested model for the answer (default claude-haiku-4-5).")] = None,
             maxSections: MaxSections = 5, maxChars: MaxChars = 6000) -> Any:

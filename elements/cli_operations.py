@@ -49,7 +49,7 @@ def _agent_identity(call: Call) -> str:
                    "policyContext?}",
            examples=('{"operation": "permission_prompt", "params": {"tool_name": "Bash", "input": {"command": '
                      '"git status"}}}',),
-           level=Level.AUTO_APPROVE, can_be_elevated=False, gated=False)
+           level=Level.AUTO_APPROVE, can_be_elevated=False, gated=False, writes=True)
 def permission_prompt(call: Call) -> dict[str, Any]:
     tool_name = call.text("tool_name", required=True)
     tool_input = call.obj("input", required=True)

@@ -28,8 +28,8 @@ from pydantic import Field, WithJsonSchema
 
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, server_prepare, tool
-from elements.mcp import ElementTools, answer
-from elements.mcpaql import ROUTES, Param, Route, run_one
+from elements.mcp import OPERATION_OUTPUT, ElementTools, answer
+from elements.mcpaql import ROUTES, Endpoint, Param, Route, run_one
 
 discrete_mcp_server = DjangoMCP(
     name="Atrium (DollhouseMCP, discrete tools)",
@@ -110,9 +110,11 @@ def _discrete_tool(route: Route) -> Callable[..., types.CallToolResult]:
 
     call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *map(_argument, route.params)])
-    return tool(name=route.name, title=title_of(route.name), scope=crude.scope, read_only=hints.readOnlyHint,
+    # Each operation's own truth: a read that writes is not read-only; the other reads are.
+    read_only = route.endpoint is Endpoint.READ and not route.writes
+    return tool(name=route.name, title=title_of(route.name), scope=crude.scope, read_only=read_only,
                 destructive=hints.destructiveHint, idempotent=hints.idempotentHint, open_world=hints.openWorldHint,
-                description=description_of(route))(call)
+                output_schema=OPERATION_OUTPUT, description=description_of(route))(call)
 
 
 class DiscreteElementTools(Toolset):

@@ -70,7 +70,7 @@ def configure_oauth(call: Call) -> dict[str, Any]:
            "which scopes, and the code to enter while a sign-in is pending. The token itself is never shown. "
            "Atrium extends the reference with state (none, pending, connected, denied, expired) and error.",
            returns="{authenticated, username, scopes, state, connectedAt?, pending?: {userCode, verificationUri, "
-                   "expiresAt}, error?}")
+                   "expiresAt}, error?}", writes=True)
 def check_github_auth(call: Call) -> dict[str, Any]:
     return _status(github.github_auth_status(caller=call.caller))
 
@@ -81,7 +81,7 @@ def check_github_auth(call: Call) -> dict[str, Any]:
            "endpoints and where the client id comes from (user, server or none).",
            params=(Param("verbose", "boolean", False, "Include verbose diagnostics"),),
            returns="{state, running, pendingSince, expiresAt, polls, lastPolledAt, nextPollAt, interval, "
-                   "lastError, endpoints?, clientId?, clientIdSource?, scopesRequested?}")
+                   "lastError, endpoints?, clientId?, clientIdSource?, scopesRequested?}", writes=True)
 def oauth_helper_status(call: Call) -> dict[str, Any]:
     row = github.github_auth_status(caller=call.caller)
     pending = row is not None and row.state == GitHubAuth.State.PENDING

@@ -12,6 +12,7 @@ from pydantic import Field, WithJsonSchema
 import elements.operations  # noqa: F401  (fills the route table)
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, error_payload_result, success_result, tool
+from accounts.output_schemas import ANY, BOOLEAN, INTEGER, OBJECT, TEXT, array_of, enum, obj, one_of
 from elements import cli_permissions
 from elements.cli_permissions import MAX_TOOL_NAME
 from elements.mcpaql import ROUTES, Endpoint, run
@@ -37,10 +38,29 @@ Operations = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "array", "items":
                        Field(description="A batch: up to 50 {operation, element_type?, params?}, run in order and "
                                          "each gated on its own.")]
 
+# What an MCP-AQL tool answers when it is not an error: one operation's {success: true, data}, or a
+# batch's results, each of which carries its own success (a failed one its error).
+OPERATION_OUTPUT = obj({"success": {"const": True}, "data": ANY}, description="One operation's answer.")
+BATCH_OUTPUT = obj({
+    "success": {"const": True},
+    # "operation" is what the item named, whatever it was.
+    "results": array_of(obj({"index": INTEGER, "operation": ANY,
+                             "result": obj({"success": BOOLEAN}, {"data": ANY, "error": TEXT})})),
+    "summary": obj({"total": INTEGER, "succeeded": INTEGER, "failed": INTEGER}),
+}, description="A batch's answer: each operation's outcome in order, and the counts.")
+MCPAQL_OUTPUT = one_of(OPERATION_OUTPUT, BATCH_OUTPUT)
+# Claude Code's decision, with what led to it.
+PERMISSION_OUTPUT = obj(
+    {"behavior": enum("allow", "deny"),
+     "classification": obj({"riskLevel": TEXT, "reason": TEXT, "stage": TEXT})},
+    {"updatedInput": OBJECT, "message": TEXT, "approvalContext": OBJECT, "approvalRequest": OBJECT,
+     "policyContext": OBJECT},
+)
+
 _SEMANTICS = {
     Endpoint.CREATE: "Additive, non-destructive operations: create elements, add memory entries, import, record "
                      "agent execution steps.",
-    Endpoint.READ: "Safe read operations: list, get, search, activate, introspect, validate, render, export.",
+    Endpoint.READ: "Read operations: list, get, search, activate, introspect, validate, render, export.",
     Endpoint.UPDATE: "Modify existing elements.",
     Endpoint.DELETE: "Remove elements or clear memory entries (a backup revision is kept).",
     Endpoint.EXECUTE: "Runtime lifecycle: run agents (execute, continue, complete, abort, hand off) and confirm "
@@ -55,9 +75,18 @@ def describe(endpoint: Endpoint) -> str:
     text = (f"{_SEMANTICS[endpoint]} Operations: {', '.join(names)}. Input: {{operation, element_type?, params?}} "
             "or a batch {operations: [...]}. Answers {success: true, data} or {success: false, error}; when the "
             "gatekeeper needs the user's confirmation the error says so and names confirm_operation.")
+    writing = writing_operations(endpoint)
+    if writing:
+        text += (f" Not read-only: {', '.join(writing)} change this session's active elements, your settings or "
+                 "sign-in, or record an approval request.")
     if examples:
         text += " Example: " + examples[0]
     return text
+
+
+def writing_operations(endpoint: Endpoint) -> list[str]:
+    """The operations of a READ endpoint that write (Route.writes), in name order."""
+    return sorted(r.name for r in ROUTES.values() if r.endpoint is endpoint and r.writes)
 
 
 def answer(result: dict[str, Any]) -> types.CallToolResult:
@@ -81,31 +110,39 @@ class ElementTools(Toolset):
         return answer(run(endpoint, payload, self.caller))
 
     @tool(name="mcp_aql_create", title="Create (MCP-AQL)", scope="elements:write", read_only=False,
-          destructive=False, idempotent=False, open_world=False, description=describe(Endpoint.CREATE))
+          destructive=False, idempotent=False, open_world=False, description=describe(Endpoint.CREATE),
+          output_schema=MCPAQL_OUTPUT)
     def create(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
                operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
         return self._run(Endpoint.CREATE, operation, element_type, params, operations, elementType)
 
-    @tool(name="mcp_aql_read", title="Read (MCP-AQL)", scope="elements:read", read_only=True, destructive=False,
-          idempotent=True, open_world=False, description=describe(Endpoint.READ))
+    # Hinted read-only only while none of its operations writes (DollhouseMCP puts activation, settings
+    # and permission prompts among its reads).
+    @tool(name="mcp_aql_read", title="Read (MCP-AQL)", scope="elements:read",
+          read_only=not writing_operations(Endpoint.READ), destructive=False,
+          idempotent=True, open_world=False, description=describe(Endpoint.READ),
+          output_schema=MCPAQL_OUTPUT)
     def read(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
              operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
         return self._run(Endpoint.READ, operation, element_type, params, operations, elementType)
 
     @tool(name="mcp_aql_update", title="Update (MCP-AQL)", scope="elements:write", read_only=False,
-          destructive=True, idempotent=False, open_world=False, description=describe(Endpoint.UPDATE))
+          destructive=True, idempotent=False, open_world=False, description=describe(Endpoint.UPDATE),
+          output_schema=MCPAQL_OUTPUT)
     def update(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
                operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
         return self._run(Endpoint.UPDATE, operation, element_type, params, operations, elementType)
 
     @tool(name="mcp_aql_delete", title="Delete (MCP-AQL)", scope="elements:delete", read_only=False,
-          destructive=True, idempotent=True, open_world=False, description=describe(Endpoint.DELETE))
+          destructive=True, idempotent=True, open_world=False, description=describe(Endpoint.DELETE),
+          output_schema=MCPAQL_OUTPUT)
     def delete(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
                operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
         return self._run(Endpoint.DELETE, operation, element_type, params, operations, elementType)
 
     @tool(name="mcp_aql_execute", title="Execute (MCP-AQL)", scope="elements:execute", read_only=False,
-          destructive=True, idempotent=False, open_world=False, description=describe(Endpoint.EXECUTE))
+          destructive=True, idempotent=False, open_world=False, description=describe(Endpoint.EXECUTE),
+          output_schema=MCPAQL_OUTPUT)
     def execute(self, operation: Operation = None, element_type: ElementTypeArg = None, params: Params = None,
                 operations: Operations = None, elementType: ElementTypeLegacy = None) -> types.CallToolResult:
         return self._run(Endpoint.EXECUTE, operation, element_type, params, operations, elementType)
@@ -127,7 +164,7 @@ class CliPermissionTools(Toolset):
         return error_payload_result({"behavior": "deny", "message": exc.message, "code": exc.code})
 
     @tool(name="permission_prompt", title="Permission prompt (Claude Code)", scope="elements:read",
-          read_only=False, destructive=False, idempotent=False, open_world=False)
+          read_only=False, destructive=False, idempotent=False, open_world=False, output_schema=PERMISSION_OUTPUT)
     def permission_prompt(self, tool_name: ToolName, input: ToolInput, tool_use_id: ToolUseId = None,
                           agent_identity: AgentIdentity = None) -> types.CallToolResult:
         """Atrium's extension for Claude Code's --permission-prompt-tool (claude -p --permission-prompt-tool

@@ -72,6 +72,9 @@ class Route:
     # For operations some of whose calls change who may do what (a gatekeeper policy, the user's
     # settings): given a call's params, why it needs an explicit single-use confirmation, or "".
     explicit: Callable[[dict[str, Any]], str] | None = None
+    # A READ operation that changes something of the caller's (the session's active elements, their
+    # settings, a pending approval, a sign-in it completes): its tool cannot be hinted read-only.
+    writes: bool = False
 
     @property
     def default_level(self) -> Level:
@@ -181,7 +184,7 @@ def _kind(value: object) -> str:
 def operation(
     name: str, endpoint: Endpoint, description: str, *, params: tuple[Param, ...] = (), returns: str = "",
     examples: tuple[str, ...] = (), level: Level | None = None, can_be_elevated: bool = True, gated: bool = True,
-    explicit: Callable[[dict[str, Any]], str] | None = None,
+    explicit: Callable[[dict[str, Any]], str] | None = None, writes: bool = False,
 ) -> Callable[[Callable[[Call], Any]], Callable[[Call], Any]]:
     """Register a handler in the route table."""
 
@@ -189,7 +192,7 @@ def operation(
         if name in ROUTES:
             raise RuntimeError(f"Operation {name} is registered twice.")
         ROUTES[name] = Route(name, endpoint, handler, description, params, returns, examples, level,
-                             can_be_elevated, gated, explicit)
+                             can_be_elevated, gated, explicit, writes)
         return handler
 
     return register

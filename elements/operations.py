@@ -518,7 +518,7 @@ def search_all(call: Call) -> dict[str, Any]:
 
 
 @operation("activate_element", Endpoint.READ, "Activate an element in this MCP session. An ensemble activates its "
-           "members by its strategy.", params=(NAME, TYPE))
+           "members by its strategy.", params=(NAME, TYPE), writes=True)
 def activate_element(call: Call) -> dict[str, Any]:
     element = _get(call)
     if element.element_type == ElementType.ENSEMBLE:
@@ -533,7 +533,7 @@ def activate_element(call: Call) -> dict[str, Any]:
 
 
 @operation("deactivate_element", Endpoint.READ, "Deactivate an element in this MCP session. Element policies never "
-           "block it, so an activated policy can always be lifted.", params=(NAME, TYPE), gated=False)
+           "block it, so an activated policy can always be lifted.", params=(NAME, TYPE), gated=False, writes=True)
 def deactivate_element(call: Call) -> dict[str, Any]:
     element = _get(call)
     removed = services.activation_clear(caller=call.caller, element=element)
@@ -706,7 +706,7 @@ SETTINGS_WRITES = ("set", "import", "reset")
 @operation("dollhouse_config", Endpoint.READ, "Your settings: get, set, reset, export, import or wizard.", params=(
     Param("action", "string", True, "get, set, reset, export, import or wizard"),
     Param("setting", "string", False, "Setting key"), Param("value", "string|boolean", False, "Value for set"),
-    Param("data", "object", False, "Settings for import")), explicit=_changes_settings)
+    Param("data", "object", False, "Settings for import")), explicit=_changes_settings, writes=True)
 def dollhouse_config(call: Call) -> dict[str, Any]:
     action = call.text("action", required=True)
     current = selectors.user_settings(user=call.caller.user)

@@ -154,7 +154,7 @@ def _changes_config(params: dict[str, Any]) -> str:
                Param("auto_sync", "boolean", False, "Enable automatic syncing"),
                Param("auto_submit", "boolean", False, "Automatically submit to collection (stored only)"),
                Param("repository_name", "string", False, "Portfolio repository name"),
-           ), returns="{auto_sync, auto_submit, repository_name, initialized}", explicit=_changes_config)
+           ), returns="{auto_sync, auto_submit, repository_name, initialized}", explicit=_changes_config, writes=True)
 def portfolio_config(call: Call) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key in ("auto_sync", "auto_submit"):

@@ -15,6 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from accounts.errors import DomainError, Forbidden, InvalidInput
 from accounts.mcp_registry import Toolset, error_payload_result, success_result, tool
 from integrations import search, selectors, services, vault
+from integrations.mcp_schemas import (
+    EXECUTE_OUTPUT,
+    GET_OUTPUT,
+    INTEGRATION_LIST_OUTPUT,
+    SEARCH_OUTPUT,
+    VAULT_OUTPUT,
+)
 
 SEARCH, READ, EXECUTE = "capabilities:search", "capabilities:read", "capabilities:execute"
 INTEGRATIONS_READ, INTEGRATIONS_CONNECT = "integrations:read", "integrations:connect"
@@ -52,7 +59,7 @@ class CapabilityTools(Toolset):
         ])
 
     @tool(name="capabilities_search", title="Search capabilities", scope=SEARCH, read_only=True,
-          destructive=False, idempotent=True, open_world=False)
+          destructive=False, idempotent=True, open_world=False, output_schema=SEARCH_OUTPUT)
     def capabilities_search(
         self,
         query: Annotated[str, Field(min_length=2, max_length=500, description=(
@@ -76,7 +83,7 @@ class CapabilityTools(Toolset):
             category=narrowed.category, mode=mode, limit=limit)}
 
     @tool(name="capabilities_get", title="Read a capability", scope=READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=GET_OUTPUT)
     def capabilities_get(
         self,
         name: Annotated[str, Field(min_length=1, max_length=200, description=(
@@ -91,7 +98,7 @@ class CapabilityTools(Toolset):
         return selectors.capability_get(caller=self.caller, name=name, parts=parts)
 
     @tool(name="capabilities_execute", title="Execute a capability", scope=EXECUTE, read_only=False,
-          destructive=True, idempotent=False, open_world=True)
+          destructive=True, idempotent=False, open_world=True, output_schema=EXECUTE_OUTPUT)
     def capabilities_execute(
         self,
         name: CapabilityName,
@@ -112,7 +119,8 @@ class CapabilityTools(Toolset):
         return error_payload_result(outcome.payload) if outcome.is_error else success_result(outcome.payload)
 
     @tool(name="capabilities_integration_list", title="List integrations", scope=INTEGRATIONS_READ,
-          read_only=True, destructive=False, idempotent=True, open_world=False)
+          read_only=True, destructive=False, idempotent=True, open_world=False,
+          output_schema=INTEGRATION_LIST_OUTPUT)
     def capabilities_integration_list(self) -> Any:
         """Every integration on this server with your connection state: {integrations: [{integrationId, name,
         description, category, authScheme, firstParty, connectionRequired, connected, state, connectedAt,
@@ -120,7 +128,7 @@ class CapabilityTools(Toolset):
         return selectors.integration_list(caller=self.caller)
 
     @tool(name="vault", title="Vault", scope=(INTEGRATIONS_READ, INTEGRATIONS_CONNECT), read_only=False,
-          destructive=True, idempotent=False, open_world=True)
+          destructive=True, idempotent=False, open_world=True, output_schema=VAULT_OUTPUT)
     def vault(
         self,
         action: Annotated[Literal["status", "connect", "disconnect"], Field(description=(

@@ -13,6 +13,7 @@ from pydantic import Field
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, error_payload_result, success_result, tool
 from runs import engine, selectors, testing
+from runs.mcp_schemas import ADVANCE_OUTPUT, HISTORY_OUTPUT, LIST_OUTPUT, START_OUTPUT, TEST_OUTPUT
 from runs.models import Run
 from workflows.mcp import Config, Cwd, Global, Source
 from workflows.scoping import Scope, scope_resolve
@@ -60,7 +61,7 @@ class RunTools(Toolset):
         return self._shown(run, after_answer=True)
 
     @tool(name="start_workflow", title="Start a workflow", scope=EXECUTE, read_only=False, destructive=False,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=START_OUTPUT)
     def start_workflow(
         self, workflow_id: Annotated[str, Field(description="The workflow to run.")],
         context: Annotated[dict[str, Any] | None, Field(description="The start context (checked against the "
@@ -88,7 +89,7 @@ class RunTools(Toolset):
         return result
 
     @tool(name="get_run_status", title="Run status", scope=READ, read_only=True, destructive=False, idempotent=True,
-          open_world=False)
+          open_world=False, output_schema=ADVANCE_OUTPUT)
     def get_run_status(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
         """The run's status and its pending step (with its stepId), as AdvanceResult. waitingFor (an Atrium
         extension) says who answers that step, {who: host, model, person or child, message}, or is null: a run a
@@ -100,7 +101,7 @@ class RunTools(Toolset):
         return self._shown(engine.run_get(scope=self._scope(cwd, global_), run_id=run_id, kind=None))
 
     @tool(name="advance_run", title="Answer an AI step", scope=EXECUTE, read_only=False, destructive=False,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=ADVANCE_OUTPUT)
     def advance_run(
         self, run_id: RunId, response: Annotated[str, Field(description="Your answer to the pending step's "
                                                                         "prompt. ai_judge: the JSON envelope "
@@ -121,7 +122,7 @@ class RunTools(Toolset):
                             step_id, cwd, global_)
 
     @tool(name="advance_consensus", title="Answer a consensus step", scope=EXECUTE, read_only=False,
-          destructive=False, idempotent=False, open_world=False)
+          destructive=False, idempotent=False, open_world=False, output_schema=ADVANCE_OUTPUT)
     def advance_consensus(
         self, run_id: RunId, results: Annotated[list[dict[str, Any]], Field(
             min_length=1, description="One {raw} per subagent, in agents[] order.")],
@@ -135,7 +136,7 @@ class RunTools(Toolset):
         return self._answer(run_id, "advance_consensus", {"results": results}, step_id, cwd, global_)
 
     @tool(name="advance_round_robin", title="Answer a round-robin step", scope=EXECUTE, read_only=False,
-          destructive=False, idempotent=False, open_world=False)
+          destructive=False, idempotent=False, open_world=False, output_schema=ADVANCE_OUTPUT)
     def advance_round_robin(
         self, run_id: RunId,
         verdicts: Annotated[list[dict[str, Any]] | None, Field(description="Matchup rounds: [{id, winner: \"A\" "
@@ -153,7 +154,7 @@ class RunTools(Toolset):
                             global_)
 
     @tool(name="advance_map", title="Answer a map step", scope=EXECUTE, read_only=False, destructive=False,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=ADVANCE_OUTPUT)
     def advance_map(
         self, run_id: RunId, results: Annotated[list[dict[str, Any]], Field(
             min_length=1, description="One {raw} per subagent, in agent order.")],
@@ -166,7 +167,7 @@ class RunTools(Toolset):
         return self._answer(run_id, "advance_map", {"results": results}, step_id, cwd, global_)
 
     @tool(name="resume_run", title="Resume after a human step", scope=EXECUTE, read_only=False, destructive=False,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=ADVANCE_OUTPUT)
     def resume_run(self, run_id: RunId, transition: Annotated[str, Field(
             description="The choice the user made, one of validTransitions.")], step_id: StepId = None,
             cwd: Cwd = None, global_: Global = None) -> Any:
@@ -176,14 +177,14 @@ class RunTools(Toolset):
         return self._answer(run_id, "resume_run", {"transition": transition}, step_id, cwd, global_)
 
     @tool(name="cancel_run", title="Cancel a run", scope=EXECUTE, read_only=False, destructive=True,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=ADVANCE_OUTPUT)
     def cancel_run(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
         """Cancel a running or paused run: a running script is stopped, the current node is marked cancelled,
         and child runs are cancelled too. An error if the run has already ended."""
         return self._shown(engine.run_cancel(caller=self.caller, scope=self._scope(cwd, global_), run_id=run_id))
 
     @tool(name="list_runs", title="List runs", scope=READ, read_only=True, destructive=False, idempotent=True,
-          open_world=False)
+          open_world=False, output_schema=LIST_OUTPUT)
     def list_runs(
         self, workflow_id: Annotated[str | None, Field(description="Only this workflow's runs.")] = None,
         status: Annotated[Literal["pending", "running", "paused", "completed", "failed", "cancelled"] | None,
@@ -200,7 +201,7 @@ class RunTools(Toolset):
                                   since=since, limit=limit, kind=kind)
 
     @tool(name="get_run_history", title="Run history", scope=READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=HISTORY_OUTPUT)
     def get_run_history(self, run_id: RunId, cwd: Cwd = None, global_: Global = None) -> Any:
         """The full per-node trace of a run: {run: {..., parentRunId, childRunIds, awaitingChild}, nodes: [{id,
         nodeId, nodeType, status, startedAt, completedAt, durationMs, attempts, input, output, error, turns,
@@ -209,7 +210,7 @@ class RunTools(Toolset):
         return selectors.run_history(run)
 
     @tool(name="test_workflow", title="Test a workflow", scope=EXECUTE, read_only=False, destructive=False,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=TEST_OUTPUT)
     def test_workflow(
         self, workflow_id: Annotated[str | None, Field(description="A stored workflow to test (or config).")] = None,
         source: Source = None, config: Config = None,

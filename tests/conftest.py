@@ -65,6 +65,17 @@ def real_password_hashing(settings):
     settings.PASSWORD_HASHERS = FAST_HASHERS[1:]
 
 
+# Every tool answer is checked against its tool's output schema, in this process and in the servers
+# and workers the tests start (they inherit the environment).
+os.environ["ATRIUM_CHECK_TOOL_OUTPUT"] = "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings
+
+    settings.ATRIUM_CHECK_TOOL_OUTPUT = True
+
+
 # Where tests that drive a real worker find a broker when CELERY_BROKER_URL is unset (CI's SQLite pass).
 TEST_BROKER_URL = os.environ.get("ATRIUM_TEST_BROKER_URL", "redis://127.0.0.1:6379/0")
 

@@ -9,6 +9,7 @@ from jsonschema import Draft202012Validator
 from accounts.mcp_registry import tools_of
 from accounts.scopes import ALL_SCOPES
 from elements.discrete import discrete_mcp_server
+from elements.mcp import OPERATION_OUTPUT
 from elements.mcpaql import ROUTES, Endpoint
 from elements.models import Element
 from tests.conftest import make_member
@@ -87,7 +88,7 @@ def test_every_schema_is_valid_json_schema_and_closed(listed):
         for argument, prop in schema.get("properties", {}).items():
             assert prop["description"], f"{name}.{argument}"
             assert "anyOf" in prop or prop["type"] in {"string", "number", "boolean", "object", "array"}
-        assert "outputSchema" not in tool, name
+        assert tool["outputSchema"] == OPERATION_OUTPUT, name
 
 
 def test_a_param_keeps_its_kind_and_default(listed):
@@ -99,17 +100,20 @@ def test_a_param_keeps_its_kind_and_default(listed):
     assert "default" not in listed["get_element"]["inputSchema"]["properties"]["fields"]
 
 
-def test_the_hints_are_those_of_the_operations_endpoint(listed):
+def test_the_hints_are_those_of_the_operations_endpoint_and_a_read_that_writes_is_not_read_only(listed):
     for name, tool in listed.items():
         hints = tool["annotations"]
         endpoint = ROUTES[name].endpoint
         assert tool["title"] == hints["title"], name
         assert {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} <= hints.keys(), name
-        assert hints["readOnlyHint"] is (endpoint is Endpoint.READ), name
+        assert hints["readOnlyHint"] is (endpoint is Endpoint.READ and not ROUTES[name].writes), name
         assert hints["destructiveHint"] is (endpoint not in (Endpoint.READ, Endpoint.CREATE)), name
         assert hints["openWorldHint"] is False, name
     assert listed["list_elements"]["title"] == "List elements"
     assert listed["addEntry"]["title"] == "Add entry"
+    assert listed["list_elements"]["annotations"]["readOnlyHint"] is True
+    for writer in ("activate_element", "dollhouse_config", "permission_prompt", "portfolio_config"):
+        assert listed[writer]["annotations"]["readOnlyHint"] is False, writer
 
 
 def test_initialize_declares_tools_only(alice, mcp_client):

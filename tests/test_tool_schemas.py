@@ -1,8 +1,12 @@
 """Every tool, checked in one place: description, annotations, argument schema, declared scope."""
 
+import dataclasses
+
 import pytest
+from jsonschema import Draft202012Validator
 from mcp_server import mcp_server
 
+from accounts import mcp_registry
 from accounts.mcp_registry import TOOLS
 from accounts.scopes import ALL_SCOPES
 
@@ -49,8 +53,37 @@ def test_every_argument_is_described_and_unknown_ones_are_closed_off(listed_tool
             assert prop.get("description"), f"{tool['name']}.{name} has no description"
 
 
-def test_no_tool_declares_an_output_schema_an_error_could_break(listed_tools):
-    assert all("outputSchema" not in tool for tool in listed_tools)
+def test_every_tool_declares_an_output_schema_that_says_what_it_holds(listed_tools):
+    for tool in listed_tools:
+        schema = tool["outputSchema"]
+        Draft202012Validator.check_schema(schema)
+        assert schema["type"] == "object", tool["name"]
+        assert schema.get("properties") or schema.get("anyOf"), tool["name"]
+
+
+def test_the_suite_checks_every_answer_against_its_tools_output_schema(settings):
+    # Every tool call a test makes, in process or against a live server, is checked.
+    assert settings.ATRIUM_CHECK_TOOL_OUTPUT is True
+
+
+@pytest.fixture
+def auth_status_promises_more(monkeypatch):
+    spec = mcp_registry.TOOLS["auth_status"]
+    promised = {"type": "object", "required": ["user", "never_sent"]}
+    monkeypatch.setitem(mcp_registry.TOOLS, "auth_status", dataclasses.replace(spec, output_schema=promised))
+    mcp_registry.output_validator.cache_clear()
+    yield
+    mcp_registry.output_validator.cache_clear()
+
+
+def test_an_answer_outside_its_output_schema_is_an_error_under_the_check(alice, mcp_client, auth_status_promises_more):
+    client = mcp_client(alice)
+    client.initialize()
+
+    error = client.call_expecting_error("auth_status")
+
+    assert error["code"] == "output_schema_violation"
+    assert "never_sent" in error["error"]
 
 
 def test_the_auth_tools_need_no_scope():

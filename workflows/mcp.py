@@ -10,7 +10,7 @@ from pydantic import Field, WithJsonSchema
 
 from accounts.errors import DomainError
 from accounts.mcp_registry import Toolset, error_payload_result, tool
-from workflows import conversion, playbook_selectors, playbooks, selectors, services, templates
+from workflows import conversion, mcp_schemas, playbook_selectors, playbooks, selectors, services, templates
 from workflows.definition import AUTHORING, executors, json_schema
 from workflows.scoping import MAX_CWD_CHARS, Scope, scope_resolve
 
@@ -48,14 +48,14 @@ class WorkflowTools(Toolset):
     # --- CRUD ------------------------------------------------------------------------------------
 
     @tool(name="list_workflows", title="List workflows", scope=READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.LIST_WORKFLOWS)
     def list_workflows(self, cwd: Cwd = None, global_: Global = None) -> Any:
         """List workflows from the global store and the project: [{id, name, description, source, shadowed}].
         When an id exists in both, the repo one wins and the global one is shadowed: true."""
         return selectors.workflow_list(scope=self._scope(cwd, global_))
 
     @tool(name="get_workflow", title="Get a workflow", scope=READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.GET_WORKFLOW)
     def get_workflow(self, workflow_id: WorkflowId, source: Source = None, cwd: Cwd = None,
                      global_: Global = None) -> Any:
         """The full workflow configuration plus a source field. Without source, repo first."""
@@ -63,7 +63,7 @@ class WorkflowTools(Toolset):
         return {**workflow.config, "source": workflow.source}
 
     @tool(name="create_workflow", title="Create a workflow", scope=WRITE, read_only=False, destructive=False,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=mcp_schemas.WORKFLOW_WRITTEN)
     def create_workflow(self, id: WorkflowId, source: Source = None, config: Config = None,
                         overwrite: Annotated[bool, Field(description="Replace an existing workflow with this id.")]
                         = False, cwd: Cwd = None, global_: Global = None) -> Any:
@@ -76,7 +76,7 @@ class WorkflowTools(Toolset):
         return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
     @tool(name="update_workflow", title="Update a workflow", scope=WRITE, read_only=False, destructive=True,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.WORKFLOW_CHANGED)
     def update_workflow(self, id: WorkflowId, config: Annotated[dict[str, Any] | str, Field(
             description="The whole new workflow, as an object or YAML text.")], source: Source = None,
             cwd: Cwd = None, global_: Global = None) -> Any:
@@ -88,7 +88,7 @@ class WorkflowTools(Toolset):
         return {"ok": True, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
     @tool(name="delete_workflow", title="Delete a workflow", scope=WRITE, read_only=False, destructive=True,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=mcp_schemas.WORKFLOW_CHANGED)
     def delete_workflow(self, id: WorkflowId, confirm: Confirm = None, source: Source = None,
             force: Annotated[bool, Field(description="Delete even when a subworkflow node references it.")] = False,
             cwd: Cwd = None, global_: Global = None) -> Any:
@@ -101,7 +101,7 @@ class WorkflowTools(Toolset):
         return {"ok": True, "path": selectors.path_of(workflow, scope), "source": workflow.source}
 
     @tool(name="list_workflow_references", title="List references to a workflow", scope=READ, read_only=True,
-          destructive=False, idempotent=True, open_world=False)
+          destructive=False, idempotent=True, open_world=False, output_schema=mcp_schemas.REFERENCES)
     def list_workflow_references(self, workflow_id: WorkflowId, source: Source = None, cwd: Cwd = None,
                                  global_: Global = None) -> Any:
         """The subworkflow nodes that name this workflow, in every source of the scope (source scopes
@@ -111,7 +111,7 @@ class WorkflowTools(Toolset):
         return {"referrers": selectors.referrer_rows(referrers)}
 
     @tool(name="move_workflow", title="Move a workflow", scope=WRITE, read_only=False, destructive=False,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=mcp_schemas.MOVED)
     def move_workflow(self, id: WorkflowId, to: Annotated[SourceName, Field(description="global or repo.")],
                       cwd: Cwd = None, global_: Global = None) -> Any:
         """Move a workflow between the global store and the project; refuses when the target already has
@@ -122,7 +122,7 @@ class WorkflowTools(Toolset):
                 "path": selectors.path_of(workflow, scope)}
 
     @tool(name="duplicate_workflow", title="Duplicate a workflow", scope=WRITE, read_only=False, destructive=False,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=mcp_schemas.WORKFLOW_WRITTEN)
     def duplicate_workflow(self, from_id: WorkflowId, to_id: WorkflowId, to_source: Annotated[
             SourceName, Field(description="global or repo.")], from_source: Source = None,
             overwrite: Annotated[bool, Field(description="Replace an existing workflow with to_id.")] = False,
@@ -136,7 +136,7 @@ class WorkflowTools(Toolset):
         return {"id": workflow.workflow_id, "source": workflow.source, "path": selectors.path_of(workflow, scope)}
 
     @tool(name="rename_workflow", title="Rename a workflow", scope=WRITE, read_only=False, destructive=False,
-          idempotent=False, open_world=False)
+          idempotent=False, open_world=False, output_schema=mcp_schemas.RENAMED)
     def rename_workflow(self, id: WorkflowId, new_id: WorkflowId, source: Source = None,
                         rewrite_references: Annotated[bool, Field(
                             description="Point every subworkflow node at the new id (default true).")] = True,
@@ -155,7 +155,7 @@ class WorkflowTools(Toolset):
     # --- authoring helpers -----------------------------------------------------------------------
 
     @tool(name="get_workflow_schema", title="Workflow format", scope=READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.WORKFLOW_SCHEMA)
     def get_workflow_schema(self, cwd: Cwd = None, global_: Global = None) -> Any:
         """The JSON Schema of the workflow YAML, every node type (executor) with its config keys, the
         configured models {available, default}, and an authoring list of gotchas. Read it once before
@@ -165,7 +165,7 @@ class WorkflowTools(Toolset):
                 "authoring": list(AUTHORING)}
 
     @tool(name="validate_workflow", title="Validate a workflow", scope=READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.VALIDATION)
     def validate_workflow(self, config: Config = None, id: Annotated[str | None, Field(
             description="A stored workflow's id, instead of config.")] = None, source: Source = None,
             cwd: Cwd = None, global_: Global = None) -> Any:
@@ -175,7 +175,7 @@ class WorkflowTools(Toolset):
                                            source=source)
 
     @tool(name="lint_workflow", title="Lint a workflow", scope=READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.LINT)
     def lint_workflow(self, config: Config = None, id: Annotated[str | None, Field(
             description="A stored workflow's id, instead of config.")] = None, source: Source = None,
             cwd: Cwd = None, global_: Global = None) -> Any:
@@ -184,7 +184,7 @@ class WorkflowTools(Toolset):
         return selectors.lint_report(scope=self._scope(cwd, global_), config=config, workflow_id=id, source=source)
 
     @tool(name="audit_workflow", title="Audit a workflow", scope=READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.AUDIT)
     def audit_workflow(self, config: Config = None, id: Annotated[str | None, Field(
             description="A stored workflow's id, instead of config.")] = None, source: Source = None,
             cwd: Cwd = None, global_: Global = None) -> Any:
@@ -196,7 +196,7 @@ class WorkflowTools(Toolset):
     # --- skill import ----------------------------------------------------------------------------
 
     @tool(name="list_skills", title="List skills", scope=READ, read_only=True, destructive=False, idempotent=True,
-          open_world=False)
+          open_world=False, output_schema=mcp_schemas.SKILLS)
     def list_skills(self, content_scan: Annotated[bool, Field(
             description="Also walk the repository tree (depth 6). false: only the standard skill folders.")] = True,
             cwd: Cwd = None, global_: Global = None) -> Any:
@@ -207,7 +207,7 @@ class WorkflowTools(Toolset):
                                       content_scan=content_scan)
 
     @tool(name="convert_skill", title="Convert a skill (step 1)", scope=WRITE, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.CONVERSION_HANDBACK)
     def convert_skill(self, skill_path: Annotated[str, Field(
             description="Absolute path of a skill folder or markdown file, or element:<name>.")],
             target_id: Annotated[str | None, Field(description="Workflow id; default: the skill's name, "
@@ -223,7 +223,7 @@ class WorkflowTools(Toolset):
                                                    target_source=target_source, overwrite=overwrite)
 
     @tool(name="finalize_skill_conversion", title="Convert a skill (step 2)", scope=WRITE, read_only=False,
-          destructive=False, idempotent=False, open_world=False)
+          destructive=False, idempotent=False, open_world=False, output_schema=mcp_schemas.CONVERSION_WRITTEN)
     def finalize_skill_conversion(self, raw_model_output: Annotated[str, Field(
             description="Your completion of convert_skill's prompt (workflow YAML, fenced or bare).")],
             skill_path: Annotated[str, Field(description="From finalize_args.")],
@@ -263,7 +263,7 @@ class PlaybookTools(Toolset):
         return error_payload_result({"error": exc.message, "code": exc.code, **exc.extra})
 
     @tool(name="playbooks_list", title="List playbooks", scope=PLAYBOOKS_READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.PLAYBOOK_PAGE)
     def playbooks_list(self, limit: Limit = 20, offset: Offset = 0) -> Any:
         """Your playbooks, most recently changed first, with status and trigger info: {playbooks: [{playbookId,
         name, goal, status (Healthy or Not Ready), statusReasons, triggerActive, triggers, nextFireAt,
@@ -271,7 +271,7 @@ class PlaybookTools(Toolset):
         return playbook_selectors.playbook_list(caller=self.caller, limit=limit, offset=offset)
 
     @tool(name="playbooks_get", title="Get a playbook", scope=PLAYBOOKS_READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.PLAYBOOK)
     def playbooks_get(self, playbookId: PlaybookId) -> Any:
         """A playbook's details: status with its reasons, the plan (input card, steps, output card), content (its
         compiled workflow's YAML), workflowId (edit it with the workflow tools, global store; the plan follows, or
@@ -279,7 +279,7 @@ class PlaybookTools(Toolset):
         return playbook_selectors.playbook_detail(caller=self.caller, playbook_id=playbookId)
 
     @tool(name="playbooks_generate", title="Generate a playbook", scope=PLAYBOOKS_CREATE, read_only=False,
-          destructive=False, idempotent=False, open_world=False)
+          destructive=False, idempotent=False, open_world=False, output_schema=mcp_schemas.PLAYBOOK_GENERATED)
     def playbooks_generate(
         self,
         prompt: Annotated[str, Field(min_length=10, max_length=4000, description=(
@@ -294,7 +294,7 @@ class PlaybookTools(Toolset):
         return playbooks.playbook_generate(caller=self.caller, prompt=prompt)
 
     @tool(name="playbooks_execute", title="Execute a playbook", scope=PLAYBOOKS_EXECUTE, read_only=False,
-          destructive=True, idempotent=False, open_world=True)
+          destructive=True, idempotent=False, open_world=True, output_schema=mcp_schemas.EXECUTION_STARTED)
     def playbooks_execute(
         self,
         playbookId: PlaybookId,
@@ -311,7 +311,7 @@ class PlaybookTools(Toolset):
         return playbook_selectors.execution_started(run)
 
     @tool(name="playbooks_trigger_activate", title="Turn a playbook's triggers on or off", scope=PLAYBOOKS_MANAGE,
-          read_only=False, destructive=False, idempotent=True, open_world=False)
+          read_only=False, destructive=False, idempotent=True, open_world=False, output_schema=mcp_schemas.TRIGGERS_SET)
     def playbooks_trigger_activate(
         self, playbookId: PlaybookId,
         enabled: Annotated[bool, Field(description="true to enable the playbook's triggers, false to disable them.")],
@@ -324,7 +324,7 @@ class PlaybookTools(Toolset):
                 "status": detail["status"], "statusReasons": detail["statusReasons"]}
 
     @tool(name="playbooks_history", title="A playbook's executions", scope=PLAYBOOKS_READ, read_only=True,
-          destructive=False, idempotent=True, open_world=False)
+          destructive=False, idempotent=True, open_world=False, output_schema=mcp_schemas.PLAYBOOK_HISTORY)
     def playbooks_history(
         self, playbookId: PlaybookId,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many (default 10).")] = 10,
@@ -334,7 +334,7 @@ class PlaybookTools(Toolset):
         return playbook_selectors.playbook_history(caller=self.caller, playbook_id=playbookId, limit=limit)
 
     @tool(name="templates_search", title="Search playbook templates", scope=TEMPLATES_READ, read_only=True,
-          destructive=False, idempotent=True, open_world=False)
+          destructive=False, idempotent=True, open_world=False, output_schema=mcp_schemas.TEMPLATE_HITS)
     def templates_search(
         self,
         query: Annotated[str | None, Field(max_length=500, description="Words to look for.")] = None,
@@ -346,20 +346,21 @@ class PlaybookTools(Toolset):
         return {"templates": templates.template_search(caller=self.caller, query=query, category=category)}
 
     @tool(name="templates_list", title="List playbook templates", scope=TEMPLATES_READ, read_only=True,
-          destructive=False, idempotent=True, open_world=False)
+          destructive=False, idempotent=True, open_world=False, output_schema=mcp_schemas.TEMPLATE_PAGE)
     def templates_list(self, category: Category = None, limit: Limit = 20, offset: Offset = 0) -> Any:
         """The templates, by category and name: {templates: [...], total, limit, offset}."""
         return templates.template_list(caller=self.caller, category=category, limit=limit, offset=offset)
 
     @tool(name="templates_get", title="Get a playbook template", scope=TEMPLATES_READ, read_only=True,
-          destructive=False, idempotent=True, open_world=False)
+          destructive=False, idempotent=True, open_world=False, output_schema=mcp_schemas.TEMPLATE)
     def templates_get(self, templateId: TemplateId) -> Any:
         """A template's details: description, plan, example input, suggested triggers and requiredIntegrations
         [{integrationId, name, connected}] with your connection state (`ready` when all are connected)."""
         return templates.template_get(caller=self.caller, template_id=templateId)
 
     @tool(name="templates_instantiate", title="Create a playbook from a template", scope=TEMPLATES_USE,
-          read_only=False, destructive=False, idempotent=False, open_world=False)
+          read_only=False, destructive=False, idempotent=False, open_world=False,
+          output_schema=mcp_schemas.PLAYBOOK_INSTANTIATED)
     def templates_instantiate(
         self, templateId: TemplateId,
         name: Annotated[str | None, Field(min_length=1, max_length=200, description=(
@@ -375,21 +376,21 @@ class PlaybookTools(Toolset):
                 "createdTriggers": playbook_selectors.created_triggers(playbook)}
 
     @tool(name="dashboard_overview", title="Dashboard", scope=DASHBOARD_READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.DASHBOARD)
     def dashboard_overview(self) -> Any:
         """Playbooks with an active trigger or a running execution: {playbooks: [{playbookId, name, status,
         statusReasons, triggers, nextFireAt, runningExecutions, lastExecution}], totals}."""
         return playbook_selectors.dashboard_overview(caller=self.caller)
 
     @tool(name="executions_list", title="List executions", scope=DASHBOARD_READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.EXECUTION_PAGE)
     def executions_list(self, limit: Limit = 20, offset: Offset = 0) -> Any:
         """Recent executions across your playbooks, newest first: {executions: [{executionId, playbookId,
         playbookName, status, startedBy, startedAt, completedAt, error, totalCostUsd, url}], total, limit, offset}."""
         return playbook_selectors.executions_list(caller=self.caller, limit=limit, offset=offset)
 
     @tool(name="executions_get", title="Get an execution", scope=DASHBOARD_READ, read_only=True, destructive=False,
-          idempotent=True, open_world=False)
+          idempotent=True, open_world=False, output_schema=mcp_schemas.EXECUTION)
     def executions_get(self, executionId: ExecutionId) -> Any:
         """An execution: status, input, result, error, stopReason, messages, costs, url (the run page), and while it
         waits pendingStep and waitingFor (who is to answer: a host, the server's model or a person; an Atrium
@@ -398,7 +399,7 @@ class PlaybookTools(Toolset):
         return playbook_selectors.execution_detail(run)
 
     @tool(name="executions_messages", title="An execution's messages", scope=DASHBOARD_READ, read_only=True,
-          destructive=False, idempotent=True, open_world=False)
+          destructive=False, idempotent=True, open_world=False, output_schema=mcp_schemas.EXECUTION_MESSAGES)
     def executions_messages(
         self,
         sessionId: Annotated[str, Field(min_length=1, max_length=32, description=(

@@ -98,8 +98,8 @@ class Answer:
             return self.rpc_message[:300]
         if self.rpc_error == INTERNAL_ERROR:
             return f"JSON-RPC {INTERNAL_ERROR}: {self.rpc_message[:300]}"
-        if isinstance(self.payload, dict) and self.payload.get("code") == "internal_error":
-            return f"internal_error: {self.text[:300]}"
+        if isinstance(self.payload, dict) and self.payload.get("code") in {"internal_error", "output_schema_violation"}:
+            return f"{self.payload['code']}: {self.text[:300]}"
         if any(marker in self.text or marker in self.rpc_message for marker in TRACEBACK_MARKERS):
             return f"traceback in the answer: {(self.text or self.rpc_message)[:300]}"
         return None

@@ -22,10 +22,10 @@ from oauth2_provider.admin import ApplicationAdmin as OAuthApplicationAdmin
 from oauth2_provider.models import get_application_model
 
 from accounts import services
-from accounts.caller import Caller
-from accounts.errors import DomainError
 from accounts.models import AuditEvent, McpSession, PersonalToken, Scope, ToolCall, User
 from console.links import since_parse
+from core.caller import Caller
+from core.errors import DomainError
 
 
 def admin_caller(request: HttpRequest) -> Caller:

@@ -19,10 +19,10 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from accounts import selectors, services
 from accounts.authentication import caller_from_request
-from accounts.errors import DomainError, NotFound
 from accounts.models import PersonalToken
-from accounts.parsers import refuse_unsound_text
 from accounts.scopes import ALL_SCOPES
+from core.errors import DomainError, NotFound
+from core.parsers import refuse_unsound_text
 
 logger = logging.getLogger(__name__)
 

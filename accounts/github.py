@@ -18,10 +18,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput
 from accounts.models import AuditEvent, GitHubAuth, User
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput
 from integrations.crypto import seal, unseal
 
 log = logging.getLogger(__name__)

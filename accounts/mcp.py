@@ -2,8 +2,9 @@
 
 from typing import Any
 
-from accounts.mcp_registry import Toolset, tool
-from accounts.output_schemas import (
+from accounts.selectors import caller_describe
+from accounts.services import credential_revoke
+from core.output_schemas import (
     BOOLEAN,
     DATETIME,
     DATETIME_OR_NULL,
@@ -15,8 +16,7 @@ from accounts.output_schemas import (
     obj,
     one_of,
 )
-from accounts.selectors import caller_describe
-from accounts.services import credential_revoke
+from core.tools import Toolset, tool
 
 # The credential this connection uses, by kind; a stdio process or a signed-in session has no token.
 TOKEN = one_of(
@@ -48,8 +48,10 @@ class AuthTools(Toolset):
           read_only=False, destructive=True, idempotent=True, open_world=False, output_schema=AUTH_LOGOUT_OUTPUT)
     def auth_logout(self) -> dict[str, Any]:
         """Revoke the access token this connection uses and end its MCP session. Every later
-        call with that token gets HTTP 401; reconnect (sign in again, or configure a new
-        token) to continue, for example as a different account."""
+        call with that token gets HTTP 401, except that for a minute it may still list the tools
+        that need no scope (SDK clients list them to check this answer against its output
+        schema); reconnect (sign in again, or configure a new token) to continue, for example as
+        a different account."""
         kind = credential_revoke(caller=self.caller)
         return {"logged_out": True, "revoked": kind,
                 "message": "Token revoked. Reconnect to sign in again."}

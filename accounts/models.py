@@ -79,10 +79,18 @@ class McpSession(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
     closed_at = models.DateTimeField(null=True, blank=True)
+    # Set on a credential's standing session: the one that requests without a session of their
+    # own (2026-07-28 has none) share, so activations and confirmations carry from one to the next.
+    credential_key = models.CharField(max_length=100, blank=True, default="")
 
     class Meta:
         ordering = ["-last_seen_at"]
         verbose_name = "MCP session"
+        constraints = [
+            models.UniqueConstraint(fields=["credential_key"],
+                                    condition=models.Q(closed_at__isnull=True) & ~models.Q(credential_key=""),
+                                    name="one_open_session_per_credential"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.client_name or 'MCP client'} ({self.id[:8]}…)"

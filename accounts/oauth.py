@@ -19,11 +19,11 @@ from oauth2_provider.models import RefreshToken
 from oauth2_provider.scopes import BaseScopes
 from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 
-from accounts.caller import Caller
 from accounts.models import Scope
 from accounts.ratelimit import auth_failure_record, auth_retry_after, client_address, registration_retry_after
 from accounts.scopes import scopes_by_product
 from accounts.services import audit_record, code_redemption_record, code_reuse_revoke, token_digest
+from core.caller import Caller
 
 LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
 
@@ -128,7 +128,7 @@ def consent_summary(requested: list[str], redirect_uri: str) -> dict[str, Any]:
     """What the consent page shows: the requested scopes that gate something today, grouped by
     product, how many others were asked for, and the host the client is sent back to."""
     from accounts.api import scopes_of_api
-    from accounts.mcp_registry import scopes_of_tools
+    from core.tools import scopes_of_tools
 
     gating = scopes_of_tools() | scopes_of_api()
     wanted = set(requested)

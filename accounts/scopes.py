@@ -1,7 +1,7 @@
 """The scope catalogue: every scope a token can carry, with the words the consent page shows.
 
 The data migration seeds the Scope table from this list; tools name the scope they need when
-they are declared (accounts.mcp_registry.tool).
+they are declared (core.tools.tool).
 """
 
 SCOPES: tuple[tuple[str, str], ...] = (

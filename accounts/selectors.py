@@ -10,9 +10,9 @@ from django.db.models import Avg, Count, Q, QuerySet
 from django.utils import timezone
 
 from accounts import cache_stats
-from accounts.caller import Caller
-from accounts.errors import InvalidInput, NotFound
 from accounts.models import AuditEvent, McpSession, PersonalToken, Scope, ToolCall
+from core.caller import Caller
+from core.errors import InvalidInput, NotFound
 
 
 def caller_describe(*, caller: Caller) -> dict[str, Any]:

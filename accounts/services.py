@@ -5,20 +5,22 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+import threading
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from cachetools import TTLCache
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, RefreshToken
 
-from accounts.caller import Caller
-from accounts.errors import Forbidden, InvalidInput
 from accounts.models import AuditEvent, McpSession, PersonalToken, RedeemedCode, Scope, ToolCall, User
+from core.caller import Caller
+from core.errors import Forbidden, InvalidInput
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +132,10 @@ def token_touch(token: PersonalToken) -> None:
 
 @transaction.atomic
 def credential_revoke(*, caller: Caller) -> str:
-    """Log out: revoke the token the caller presented and close its MCP session."""
+    """Log out: revoke the token the caller presented and close its MCP session. For a minute the
+    token may still list the tools that need no scope (accounts.authentication.logout_mark)."""
+    from accounts.authentication import logout_mark
+
     kind = caller.token_kind
     if kind == "personal":
         token_revoke(caller=caller, token=caller.token)
@@ -151,6 +156,7 @@ def credential_revoke(*, caller: Caller) -> str:
         )
     if caller.session is not None:
         mcp_session_close(caller=caller, session=caller.session)
+    transaction.on_commit(lambda: logout_mark(caller.token))
     return kind
 
 
@@ -175,6 +181,68 @@ def mcp_session_open(
     )
 
 
+def credential_key(caller: Caller) -> str:
+    """What names the caller's credential across its tokens: a personal token itself; for OAuth,
+    the client and the user, so a refreshed access token keeps its standing session."""
+    token = caller.token
+    if isinstance(token, PersonalToken):
+        return f"personal:{token.pk}"
+    return f"oauth:{token.application_id}:{caller.user.pk}"
+
+
+# Standing sessions this process has looked up, for a second (as accounts.authentication keeps
+# tokens): one closed here is forgotten at once, one closed elsewhere within the second.
+_standing: TTLCache = TTLCache(maxsize=4096, ttl=1.0)
+_standing_lock = threading.Lock()
+
+
+def mcp_session_of_credential(*, caller: Caller, protocol_version: str, client_name: str = "",
+                              client_version: str = "") -> McpSession:
+    """The caller's standing session for requests that carry no session id (2026-07-28): one open
+    session per credential, opened on first use and shared by every process (one row, unique
+    while open), closed by auth_logout like any other."""
+    key = credential_key(caller)
+    with _standing_lock:
+        session = _standing.get(key)
+    if session is None or session.user_id != caller.user.pk:
+        session = _standing_find(caller, key, protocol_version, client_name, client_version)
+        with _standing_lock:
+            _standing[key] = session
+    mcp_session_touch(session)
+    return session
+
+
+def standing_forget() -> None:
+    """Forget the standing sessions this process has looked up."""
+    with _standing_lock:
+        _standing.clear()
+
+
+def _standing_find(caller: Caller, key: str, protocol_version: str, client_name: str,
+                   client_version: str) -> McpSession:
+    session = McpSession.objects.filter(credential_key=key, closed_at__isnull=True, user=caller.user).first()
+    if session is None:
+        try:
+            with transaction.atomic():
+                session = McpSession.objects.create(
+                    id=secrets.token_urlsafe(32), user=caller.user, transport=McpSession.Transport.HTTP,
+                    credential=caller.credential[:200], protocol_version=protocol_version[:20],
+                    client_name=client_name[:200], client_version=client_version[:50], credential_key=key)
+        except IntegrityError:  # another request opened it first
+            session = McpSession.objects.get(credential_key=key, closed_at__isnull=True, user=caller.user)
+    return session
+
+
+def mcp_session_describe(*, session: McpSession, protocol_version: str, client_name: str, client_version: str,
+                         elicitation_modes: str) -> None:
+    """Record what a stdio client said of itself at initialize on the process's session."""
+    session.protocol_version = protocol_version[:20]
+    session.client_name = client_name[:200]
+    session.client_version = client_version[:50]
+    session.elicitation_modes = elicitation_modes[:20]
+    session.save(update_fields=["protocol_version", "client_name", "client_version", "elicitation_modes"])
+
+
 def mcp_session_touch(session: McpSession) -> None:
     now = timezone.now()
     if now - session.last_seen_at > timedelta(minutes=1):
@@ -186,6 +254,9 @@ def mcp_session_close(*, caller: Caller, session: McpSession) -> None:
     if session.user_id != caller.user.pk:
         raise Forbidden("That MCP session is not yours.")
     McpSession.objects.filter(pk=session.pk, closed_at__isnull=True).update(closed_at=timezone.now())
+    if session.credential_key:
+        with _standing_lock:
+            _standing.pop(session.credential_key, None)
 
 
 def code_redemption_record(*, code: str, client_id: str, token_family: uuid.UUID) -> RedeemedCode:
@@ -212,13 +283,17 @@ def tool_call_record(*, caller: Caller, server: str, tool: str, operation: str, 
     """Record one MCP tool call. The answer is already made: a record that cannot be written is
     logged and dropped rather than turning that answer into a failure."""
     transport = caller.session.transport if caller.session is not None else McpSession.Transport.HTTP
+    fields = {"user": caller.user, "server": server[:16], "transport": transport, "tool": tool[:64],
+              "operation": operation[:64], "error_code": (error_code or "")[:64],
+              "outcome": ToolCall.Outcome.OK if error_code is None else ToolCall.Outcome.ERROR,
+              "duration_ms": round(duration_ms, 3)}
     try:
-        # A savepoint, so that a failed insert inside a caller's transaction leaves it usable.
-        with transaction.atomic():
-            ToolCall.objects.create(user=caller.user, server=server[:16], transport=transport, tool=tool[:64],
-                                    operation=operation[:64], error_code=(error_code or "")[:64],
-                                    outcome=ToolCall.Outcome.OK if error_code is None else ToolCall.Outcome.ERROR,
-                                    duration_ms=round(duration_ms, 3))
+        if connection.in_atomic_block:
+            # A savepoint, so that a failed insert inside a caller's transaction leaves it usable.
+            with transaction.atomic():
+                ToolCall.objects.create(**fields)
+        else:  # one statement, committed on its own
+            ToolCall.objects.create(**fields)
     except DatabaseError:
         logger.warning("tool call not recorded: %s %s", tool[:64], operation[:64], exc_info=True)
 

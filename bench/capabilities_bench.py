@@ -155,8 +155,8 @@ def in_process(calls: int) -> dict:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from accounts.caller import Caller
     from accounts.models import User
+    from core.caller import Caller
     from integrations.models import Capability
     from integrations.search import capabilities_search
 

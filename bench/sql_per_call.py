@@ -19,9 +19,9 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from accounts.caller import Caller  # noqa: E402
 from accounts.models import User  # noqa: E402
 from accounts.services import token_create  # noqa: E402
+from core.caller import Caller  # noqa: E402
 
 user = User.objects.get(username="bench")
 _, raw = token_create(caller=Caller.trusted(user, via="command"), user=user, label="sql count")

@@ -153,6 +153,7 @@ INSTALLED_APPS = [
     "allauth",
     "allauth.account",
     "mcp_server",
+    "core",
     "accounts",
     "elements",
     "workflows",
@@ -165,6 +166,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.security.ContentSecurityPolicyMiddleware",
+    # /mcp and /mcp/discrete are answered here, before the browser middlewares below.
+    "core.http.McpRouteMiddleware",
     "corsheaders.middleware.CorsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -179,7 +182,7 @@ MIDDLEWARE = [
 
 # Browser-based MCP clients (the MCP Inspector) read the OAuth metadata, register and get tokens
 # from their own origin. Those endpoints carry no cookies and no user data beyond what the request
-# itself proves, so any origin may call them; /mcp keeps its own origin check (accounts.endpoint).
+# itself proves, so any origin may call them; /mcp keeps its own origin check (core.http).
 CORS_URLS_REGEX = r"^/(\.well-known/oauth-[a-z-]+(/.*)?|oauth/(token|revoke|register)/.*)$"
 CORS_ALLOW_ALL_ORIGINS = True
 CORS_ALLOW_CREDENTIALS = False
@@ -214,7 +217,10 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'atrium.sqlite3'}"),
-        conn_max_age=int(os.environ.get("CONN_MAX_AGE", "0")),
+        # Connections outlive requests (each web thread keeps its own), checked before reuse, so a
+        # request does not pay for opening one; CONN_MAX_AGE=0 closes each after its request.
+        conn_max_age=int(os.environ.get("CONN_MAX_AGE", "600")),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -347,7 +353,7 @@ REST_FRAMEWORK = {
     # on accounts.ratelimit.client_address. Zero makes DRF's own reading ignore the header.
     "NUM_PROXIES": 0,
     "DEFAULT_PARSER_CLASSES": [
-        "accounts.parsers.BoundedJSONParser",
+        "core.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

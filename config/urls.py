@@ -4,13 +4,14 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from mcp_server import mcp_server
 from oauth2_provider import views as oauth2_views
 
 from accounts import oauth
-from accounts.endpoint import McpEndpoint
 from accounts.ratelimit import refuse_blocked_address
 from config import views
 from console import views as console_views
+from core.http import mcp_route
 from elements.discrete import discrete_mcp_server
 from runs.urls import alias_urlpatterns as run_alias_urlpatterns
 from workflows import hooks as workflow_hooks
@@ -26,8 +27,8 @@ urlpatterns = [
     path("", console_views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
-    path("mcp", McpEndpoint.as_view(), name="mcp"),
-    path("mcp/discrete", McpEndpoint.as_view(mcp_server=discrete_mcp_server), name="mcp-discrete"),
+    path("mcp", mcp_route("/mcp", mcp_server), name="mcp"),
+    path("mcp/discrete", mcp_route("/mcp/discrete", discrete_mcp_server), name="mcp-discrete"),
     path("hooks/playbooks/<str:token>", workflow_hooks.playbook_webhook, name="playbook-webhook"),
     # The sign-in forms, ahead of the includes that also route them, so an address with too many
     # failed authentications is refused before any password is checked.

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.types import datetime_parse
 
 # tab -> the URL name of its page; "permissions" is the approvals page.

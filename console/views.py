@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
@@ -25,13 +26,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts import selectors as account_selectors
 from accounts import services as account_services
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput, NotFound
-from accounts.input_bounds import JsonRefused, json_parse
 from accounts.models import McpSession
 from accounts.scopes import scopes_by_product
 from console.fragments import page_or_fragment
 from console.links import MAX_REFRESH_SECONDS, MAX_TEXT, since_parse
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput, NotFound
+from core.input_bounds import JsonRefused, json_parse
 from docs_kb.rendering import text_html
 from elements import approvals, dangerzone, selectors, services
 from elements.models import AgentExecution, Element, ElementRevision
@@ -283,10 +284,88 @@ def _counted(rows: Any, field: str, *, limit: int | None = None) -> dict[str, An
     return {"rows": counted, "max": max((n for _, n in counted), default=0)}
 
 
+PYTHON_SNIPPET = """import asyncio, os
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+URL = "{url}"
+
+async def main() -> None:
+    headers = {{"Authorization": f"Bearer {{os.environ['ATRIUM_TOKEN']}}"}}
+    async with httpx2.AsyncClient(headers=headers) as http:
+        async with Client(streamable_http_client(URL, http_client=http)) as client:
+            print(client.protocol_version)
+            tools = await client.list_tools()
+            print([t.name for t in tools.tools])
+            status = await client.call_tool("auth_status", {{}})
+            print(status.structured_content)
+
+asyncio.run(main())"""
+
+
+def client_snippets(*, url: str, token: str, username: str) -> list[dict[str, str]]:
+    """How each client connects to `url`: {client, how, snippet}; `token` is a raw token or a placeholder."""
+    bearer = f"Bearer {token}"
+
+    def as_json(value: Any) -> str:
+        return json.dumps(value, indent=2)
+
+    return [
+        {"client": "Claude Code", "how": "Run this once; /mcp in Claude Code then shows atrium. Without the header "
+         "Claude Code signs in with OAuth.",
+         "snippet": f'claude mcp add --transport http atrium {url} \\\n  --header "Authorization: {bearer}"'},
+        {"client": "Claude Desktop", "how": "Add this to claude_desktop_config.json (the mcp-remote bridge needs "
+         "Node.js 18 or later) and restart Claude Desktop. A server reachable over https can instead be added as a "
+         "custom connector that signs in with OAuth.",
+         "snippet": as_json({"mcpServers": {"atrium": {
+             "command": "npx", "args": ["-y", "mcp-remote", url, "--header", "Authorization: Bearer ${ATRIUM_TOKEN}"],
+             "env": {"ATRIUM_TOKEN": token}}}})},
+        {"client": "Cursor", "how": "Add this to ~/.cursor/mcp.json, or .cursor/mcp.json in a project. Without "
+         "headers Cursor signs in with OAuth.",
+         "snippet": as_json({"mcpServers": {"atrium": {"url": url, "headers": {"Authorization": bearer}}}})},
+        {"client": "VS Code", "how": "Add this to .vscode/mcp.json (or run MCP: Add Server). Without headers VS Code "
+         "signs in with OAuth.",
+         "snippet": as_json({"servers": {"atrium": {"type": "http", "url": url,
+                                                    "headers": {"Authorization": bearer}}}})},
+        {"client": "MCP Inspector", "how": "Run this, then in the page that opens choose Streamable HTTP, enter the "
+         "URL, set the header Authorization to the value below (or leave it empty and use the Inspector's OAuth "
+         "flow), and Connect.",
+         "snippet": f"npx @modelcontextprotocol/inspector\n# URL:           {url}\n# Authorization: {bearer}"},
+        {"client": "Python SDK", "how": 'The official SDK, version 2 (pip install "mcp>=2"). Save this as '
+         f"atrium_client.py and run it with ATRIUM_TOKEN={token} python atrium_client.py.",
+         "snippet": PYTHON_SNIPPET.format(url=url)},
+        {"client": "stdio, on the server's machine", "how": "No token: the process runs as you, with every scope. "
+         "Add --discrete for DollhouseMCP's discrete tools.",
+         "snippet": f"python manage.py mcp_stdio --user {username}"},
+    ]
+
+
+CONNECT_LABEL = "Made on the Connect page"
+
+
+@never_cache
 @login_required
-@require_GET
+@require_http_methods(["GET", "POST"])
 def connect(request: HttpRequest) -> HttpResponse:
-    return render(request, "console/connect.html", {})
+    """Every client's snippet with this server's URL; a POST makes a token (every scope, the expiry
+    chosen) and fills it in, shown this once."""
+    raw, error = "", ""
+    if request.method == "POST":
+        days = request.POST.get("expires", "90")
+        try:
+            if days not in dict(EXPIRIES):
+                raise InvalidInput("Choose when the token expires.", code="invalid_expiry")
+            label = request.POST.get("label", "").strip() or CONNECT_LABEL
+            expires_at = timezone.now() + timedelta(days=int(days)) if days else None
+            _, raw = account_services.token_create(caller=_caller(request), user=request.user, label=label,
+                                                   expires_at=expires_at)
+        except DomainError as exc:
+            error = exc.message
+    snippets = client_snippets(url=settings.ATRIUM_MCP_URL, token=raw or "atr_...",
+                               username=request.user.get_username())
+    return render(request, "console/connect.html", {"snippets": snippets, "raw": raw, "error": error,
+                                                    "expiries": EXPIRIES}, status=400 if error else 200)
 
 
 # --- tokens --------------------------------------------------------------------------------

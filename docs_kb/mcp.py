@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from accounts.mcp_registry import Toolset, tool
-from accounts.output_schemas import BOOLEAN, INTEGER, NUMBER, TEXT, TEXT_OR_NULL, array_of, enum, obj
+from core.output_schemas import BOOLEAN, INTEGER, NUMBER, TEXT, TEXT_OR_NULL, array_of, enum, obj
+from core.tools import Toolset, tool
 from docs_kb import selectors
 from docs_kb.selectors import MAX_QUESTION_CHARS, MAX_QUESTION_WORDS
 
@@ -20,7 +20,7 @@ MaxChars = Annotated[int, Field(ge=500, le=20000, description="Total characters 
 
 # Where a hit or a section is: its page, and its heading (both null for the page's lede).
 PLACE = {"slug": TEXT, "title": TEXT, "headingId": TEXT_OR_NULL, "headingText": TEXT_OR_NULL}
-# A list is answered as {result: [...]} (accounts.mcp_registry.success_result).
+# A list is answered as {result: [...]} (core.tools.success_result).
 LIST_OUTPUT = obj({"result": array_of(obj({"slug": TEXT, "title": TEXT, "description": TEXT}))})
 DOC_OUTPUT = obj({"frontmatter": obj({"title": TEXT, "description": TEXT}), "markdown": TEXT})
 SEARCH_OUTPUT = obj({"result": array_of(obj({**PLACE, "snippet": TEXT, "score": NUMBER}))})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.errors import DomainError, InvalidInput, NotFound
+from core.errors import DomainError, InvalidInput, NotFound
 from docs_kb import search
 from docs_kb.models import DocPage
 

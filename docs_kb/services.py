@@ -10,8 +10,8 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.caller import Caller
 from accounts.services import audit_record
+from core.caller import Caller
 from docs_kb.models import DocPage, DocSection, DocTerm
 from docs_kb.parsing import Page, page_parse, plain_words
 from docs_kb.search import WORD

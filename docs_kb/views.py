@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
-from accounts.errors import NotFound
+from core.errors import NotFound
 from docs_kb import selectors
 from docs_kb.rendering import page_html, starts_with_title
 

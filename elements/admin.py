@@ -28,9 +28,9 @@ from accounts.admin import (
     since_filter,
     validate_through,
 )
-from accounts.caller import Caller
-from accounts.errors import DomainError
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import DomainError
 from docs_kb.rendering import text_html
 from elements import selectors, services, submissions
 from elements.models import (

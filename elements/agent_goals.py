@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements import validation
 from elements.types import ElementType
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements import agents, autonomy, dangerzone, selectors
 from elements.gatekeeper import Level
 from elements.mcpaql import Call, Endpoint, Param, operation

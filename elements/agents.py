@@ -19,9 +19,9 @@ from django.db.models import Avg, Count, Q, QuerySet, Sum
 from django.db.models.functions import Length
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import Forbidden, InvalidInput, NotFound
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import Forbidden, InvalidInput, NotFound
 from elements import autonomy, dangerzone, ensembles, handoff, services
 from elements.agent_goals import (
     MAX_RENDERED_GOAL,

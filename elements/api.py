@@ -24,8 +24,8 @@ from rest_framework.response import Response
 
 from accounts.api import ScopedApiView, error_responses
 from accounts.authentication import caller_from_request
-from accounts.errors import InvalidInput, NotFound
-from accounts.versions import etag, if_match
+from core.errors import InvalidInput, NotFound
+from core.versions import etag, if_match
 from elements import selectors, services, templating
 from elements.approvals import MAX_TTL_SECONDS, MIN_TTL_SECONDS
 from elements.fields import TYPE_FIELDS

@@ -16,10 +16,10 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import Forbidden, InvalidInput, NotFound
 from accounts.models import McpSession
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import Forbidden, InvalidInput, NotFound
 from elements.models import CliApproval
 
 APPROVAL_TTL_SECONDS = 300

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 
 DEFAULT_MAX_STEPS = 10
 MAX_STEPS_LIMIT = 10_000

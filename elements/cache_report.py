@@ -25,8 +25,8 @@ from django.core.cache import cache as shared_cache
 from django.utils import timezone
 
 from accounts import cache_stats
-from accounts.caller import Caller
 from accounts.models import McpSession
+from core.caller import Caller
 from elements import collection
 from elements.models import CollectionCache, Element, MemoryEntry
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements import approvals, cli_permissions, selectors
 from elements.gatekeeper import Level, Policy
 from elements.mcpaql import Call, Endpoint, Param, operation

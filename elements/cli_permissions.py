@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from accounts.caller import Caller
-from accounts.input_bounds import json_depth
 from accounts.ratelimit import permission_prompt_retry_after
+from core.caller import Caller
+from core.input_bounds import json_depth
 from elements import approvals, selectors
 from elements.gatekeeper import Policy
 from elements.mcpaql import ROUTES, Endpoint

@@ -24,8 +24,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts import cache_stats
-from accounts.caller import Caller
-from accounts.errors import InvalidInput, NotFound
+from core.caller import Caller
+from core.errors import InvalidInput, NotFound
 from elements.models import CollectionCache, CollectionItem, CollectionSubmission, Element
 from elements.portfolio import MARKDOWN_SUFFIX, MEMORY_SUFFIXES, package_from_markdown, package_from_memory_yaml
 from elements.services import element_import

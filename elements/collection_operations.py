@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements import collection, selectors, submissions
 from elements.mcpaql import Call, Endpoint, Param, operation
 from elements.operations import _search_text

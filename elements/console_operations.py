@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.errors import InvalidInput
 from console.links import MAX_REFRESH_SECONDS, MAX_TEXT, TAB_PARAMS, TABS, console_url, since_parse
+from core.errors import InvalidInput
 from elements import cache_report
 from elements.mcpaql import Call, Endpoint, Param, operation
 from elements.selectors import LOG_CATEGORIES, LOG_LEVELS

@@ -22,9 +22,9 @@ from django.db.models import Prefetch, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput, NotFound, RefusalWithRecord
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import InvalidInput, NotFound, RefusalWithRecord
 from elements.approvals import approvals_url
 from elements.models import AgentBlock, AgentExecution, VerificationChallenge, VerificationFailure
 from integrations.crypto import seal, unseal

@@ -26,8 +26,8 @@ from mcp import types
 from mcp_server.djangomcp import DjangoMCP
 from pydantic import Field, WithJsonSchema
 
-from accounts.errors import DomainError
-from accounts.mcp_registry import Toolset, server_prepare, tool
+from core.errors import DomainError
+from core.tools import Toolset, server_prepare, tool
 from elements.mcp import OPERATION_OUTPUT, ElementTools, answer
 from elements.mcpaql import ROUTES, Endpoint, Param, Route, run_one
 
@@ -41,10 +41,6 @@ discrete_mcp_server = DjangoMCP(
     stateless=True,
 )
 server_prepare(discrete_mcp_server, label="discrete")
-# It serves tools only: initialize then declares no prompts or resources it would answer empty.
-for _request in (types.ListPromptsRequest, types.GetPromptRequest, types.ListResourcesRequest,
-                 types.ListResourceTemplatesRequest, types.ReadResourceRequest):
-    discrete_mcp_server._mcp_server.request_handlers.pop(_request, None)
 
 _KINDS: dict[str, dict[str, Any]] = {
     "string": {"type": "string"},

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from graphlib import CycleError, TopologicalSorter
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput
+from core.caller import Caller
+from core.errors import InvalidInput
 from elements.fields import MAX_ENSEMBLE_MEMBERS
 from elements.models import Element
 from elements.similarity import ElementCard

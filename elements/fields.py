@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements import validation
 from elements.gatekeeper import clean_policy
 from elements.templating import derive_variables, validate_template

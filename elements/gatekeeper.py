@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from fnmatch import fnmatchcase
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 
 
 class Level(IntEnum):

@@ -24,8 +24,8 @@ import re
 import zlib
 from typing import Any
 
-from accounts.errors import InvalidInput
-from accounts.input_bounds import first_text_problem
+from core.errors import InvalidInput
+from core.input_bounds import first_text_problem
 
 VERSION = "1.0.0"
 START = "--- HANDOFF PAYLOAD START ---"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.fields import TYPE_FIELDS
 from elements.selectors import GROUP_BY_FIELDS
 from elements.types import ElementType, element_type_parse

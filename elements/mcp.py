@@ -10,9 +10,9 @@ from mcp import types
 from pydantic import Field, WithJsonSchema
 
 import elements.operations  # noqa: F401  (fills the route table)
-from accounts.errors import DomainError
-from accounts.mcp_registry import Toolset, error_payload_result, success_result, tool
-from accounts.output_schemas import ANY, BOOLEAN, INTEGER, OBJECT, TEXT, array_of, enum, obj, one_of
+from core.errors import DomainError
+from core.output_schemas import ANY, BOOLEAN, INTEGER, OBJECT, TEXT, array_of, enum, obj, one_of
+from core.tools import Toolset, error_payload_result, success_result, tool
 from elements import cli_permissions
 from elements.cli_permissions import MAX_TOOL_NAME
 from elements.mcpaql import ROUTES, Endpoint, run

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.db import transaction
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput, RefusalWithRecord
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput, RefusalWithRecord
 from elements import selectors, services
 from elements.gatekeeper import Level, decide
 from elements.types import (

@@ -16,7 +16,7 @@ from typing import Any
 import django
 from django.db import connection
 
-from accounts.errors import DomainError, InvalidInput
+from core.errors import DomainError, InvalidInput
 from elements import (
     collection,
     ensembles,

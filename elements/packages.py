@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.models import Element, MemoryEntry
 from elements.types import ElementType, element_type_parse
 

@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import safeyaml
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.types import MAX_FILE_BYTES, MAX_FRONTMATTER_BYTES, ElementType, element_type_parse
 from elements.validation import safe_yaml_load
 

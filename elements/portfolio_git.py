@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from accounts.errors import DomainError, InvalidInput
+from core.errors import DomainError, InvalidInput
 from elements.collection import MAX_FILES, MAX_TOTAL_BYTES
 from elements.portfolio import MARKDOWN_SUFFIX, MEMORY_SUFFIXES
 from elements.types import MAX_FILE_BYTES, ElementType, element_type_parse

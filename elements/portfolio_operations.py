@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements import portfolio_sync
 from elements.gatekeeper import POLICY_CHANGE, SETTINGS_CHANGE
 from elements.mcpaql import Call, Endpoint, Param, operation

@@ -30,11 +30,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput, NotFound
 from accounts.github import GitHubUnavailable, github_token_for
 from accounts.models import AuditEvent, GitHubAuth, User
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput, NotFound
 from elements import portfolio_git
 from elements.models import Element, PortfolioRemote, PortfolioSyncBase
 from elements.packages import element_package

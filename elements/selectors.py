@@ -17,11 +17,11 @@ from django.db import connection
 from django.db.models import BooleanField, Case, CharField, Exists, FloatField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput, NotFound
 from accounts.models import AuditEvent, McpSession, ToolCall
 from accounts.selectors import audit_category, audit_events, tool_calls
-from accounts.versions import row_version
+from core.caller import Caller
+from core.errors import InvalidInput, NotFound
+from core.versions import row_version
 from elements.gatekeeper import Held, Policy, policy_from, policy_from_tools
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
 from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, ElementType

@@ -11,11 +11,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, Forbidden, InvalidInput, NotFound
 from accounts.models import McpSession, User
 from accounts.services import audit_record
-from accounts.versions import version_check
+from core.caller import Caller
+from core.errors import DomainError, Forbidden, InvalidInput, NotFound
+from core.versions import version_check
 from elements import validation
 from elements.fields import BODY_IS_INSTRUCTIONS, clean_fields, split_params
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, TypedDict
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.types import ElementType
 
 

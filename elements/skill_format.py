@@ -19,7 +19,7 @@ import unicodedata
 from typing import Any
 
 import safeyaml
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.types import MAX_DESCRIPTION_LENGTH, MAX_FRONTMATTER_BYTES
 
 DIRECTIONS = ("agent_to_dollhouse", "dollhouse_to_agent")

@@ -23,9 +23,9 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, Forbidden, InvalidInput, NotFound
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import DomainError, Forbidden, InvalidInput, NotFound
 from elements import collection, selectors, validation
 from elements.fields import clean_fields, split_params
 from elements.models import CollectionCache, CollectionSubmission, Element, MemoryEntry

@@ -18,7 +18,7 @@ from typing import Any
 
 import re2
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.types import (
     MAX_TEMPLATE_ARRAY_ITEMS,
     MAX_TEMPLATE_CONTENT,

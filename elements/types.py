@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from django.utils.dateparse import parse_datetime
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 
 
 class ElementType(StrEnum):

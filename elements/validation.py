@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Literal
 
 import safeyaml
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.types import (
     MAX_CONTENT_LENGTH,
     MAX_DESCRIPTION_LENGTH,

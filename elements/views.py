@@ -18,9 +18,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, NotFound
 from console.fragments import fragment_wanted, page_or_fragment
+from core.caller import Caller
+from core.errors import DomainError, NotFound
 from elements import approvals, dangerzone
 from elements.models import AgentBlock, CliApproval, VerificationChallenge
 

@@ -15,8 +15,8 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from accounts.admin import AtriumAdmin, AuditedAdmin, ServiceFormAdmin, admin_caller, code_editor, validate_through
-from accounts.caller import Caller
-from accounts.errors import DomainError
+from core.caller import Caller
+from core.errors import DomainError
 from integrations import search, services, vault
 from integrations.models import Action, Connection, Execution, Integration, Skill
 

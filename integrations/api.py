@@ -20,8 +20,8 @@ from rest_framework.response import Response
 
 from accounts.api import ScopedApiView, error_responses, validated
 from accounts.authentication import caller_from_request
-from accounts.errors import NotFound
-from accounts.versions import etag, if_match, row_version
+from core.errors import NotFound
+from core.versions import etag, if_match, row_version
 from integrations import search, selectors, services, vault
 from integrations.mcp import EXECUTE, INTEGRATIONS_CONNECT, INTEGRATIONS_READ, READ, SEARCH
 from integrations.models import Execution, Skill

@@ -15,7 +15,7 @@ from typing import Any
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
-from accounts.errors import DomainError
+from core.errors import DomainError
 
 
 class SealBroken(DomainError):

@@ -12,8 +12,8 @@ from mcp import types as mcp_types
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from pydantic import BaseModel, ConfigDict, Field
 
-from accounts.errors import DomainError, Forbidden, InvalidInput
-from accounts.mcp_registry import Toolset, error_payload_result, success_result, tool
+from core.errors import DomainError, Forbidden, InvalidInput
+from core.tools import Toolset, error_payload_result, success_result, tool
 from integrations import search, selectors, services, vault
 from integrations.mcp_schemas import (
     EXECUTE_OUTPUT,

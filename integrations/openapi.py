@@ -39,7 +39,7 @@ import httpx
 from django.db import transaction
 
 import safeyaml
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from integrations.executors.openapi import OPERATION_EXECUTOR, PATH_TEMPLATE
 from integrations.models import IDENTIFIER, Action, AuthScheme, Integration
 

@@ -15,8 +15,8 @@ import re2
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 
-from accounts.errors import InvalidInput
-from accounts.input_bounds import MAX_JSON_DEPTH, json_depth
+from core.errors import InvalidInput
+from core.input_bounds import MAX_JSON_DEPTH, json_depth
 
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_PROBLEMS = 10

@@ -26,8 +26,8 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput
+from core.caller import Caller
+from core.errors import InvalidInput
 from integrations import embeddings
 from integrations.models import Action, Capability, Connection, Integration, Skill
 

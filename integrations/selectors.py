@@ -8,8 +8,8 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
-from accounts.caller import Caller
-from accounts.errors import Forbidden, InvalidInput, NotFound
+from core.caller import Caller
+from core.errors import Forbidden, InvalidInput, NotFound
 from integrations import vault
 from integrations.models import Action, Connection, Execution, Integration, Skill
 

@@ -23,11 +23,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput
 from accounts.ratelimit import capability_execution_retry_after
 from accounts.services import audit_record
-from accounts.versions import VersionConflict, row_version
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput
+from core.versions import VersionConflict, row_version
 from integrations import catalogue, schemas, search, selectors, skills, vault
 from integrations.executors import EXECUTORS, ActionCall, ActionFailed, IntegrationSpec
 from integrations.models import Action, Execution, Integration, Skill

@@ -56,9 +56,9 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from oauth2_provider.models import AccessToken
 
-from accounts.caller import Caller
-from accounts.errors import DomainError
 from accounts.models import PersonalToken
+from core.caller import Caller
+from core.errors import DomainError
 from integrations import schemas
 from integrations.executors import ActionFailed
 from integrations.models import Execution, Skill

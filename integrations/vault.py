@@ -26,11 +26,11 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput, NotFound
-from accounts.input_bounds import text_problem
 from accounts.models import User
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput, NotFound
+from core.input_bounds import text_problem
 from integrations.crypto import SealBroken, reseal, seal, unseal
 from integrations.models import AuthScheme, Connection, ConnectRequest, Integration, Skill
 

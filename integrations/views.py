@@ -10,8 +10,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput, NotFound
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput, NotFound
 from integrations import vault
 from integrations.models import AuthScheme, ConnectRequest, Integration
 

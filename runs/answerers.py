@@ -35,7 +35,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.caller import Caller
+from core.caller import Caller
 from runs import engine
 from runs.handlers import HANDLERS
 from runs.models import NodeRun, Run

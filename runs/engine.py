@@ -31,9 +31,9 @@ from django.db import transaction
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, NotFound
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import DomainError, NotFound
 from runs import costs
 from runs.handlers import HANDLERS, node_types_check
 from runs.models import NodeRun, Run, ScriptSettings, StepShown

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 from mcp import types
 from pydantic import Field
 
-from accounts.errors import DomainError
-from accounts.mcp_registry import Toolset, error_payload_result, success_result, tool
+from core.errors import DomainError
+from core.tools import Toolset, error_payload_result, success_result, tool
 from runs import engine, selectors, testing
 from runs.mcp_schemas import ADVANCE_OUTPUT, HISTORY_OUTPUT, LIST_OUTPUT, START_OUTPUT, TEST_OUTPUT
 from runs.models import Run

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.output_schemas import (
+from core.output_schemas import (
     ANY,
     BOOLEAN,
     DATETIME,
@@ -135,7 +135,7 @@ WORKFLOW_TEST = obj({
 # What each tool declares.
 START_OUTPUT = or_error(START_RESULT)
 ADVANCE_OUTPUT = or_error(ADVANCE_RESULT)
-# A list is answered as {result: [...]} (accounts.mcp_registry.success_result).
+# A list is answered as {result: [...]} (core.tools.success_result).
 LIST_OUTPUT = or_error(obj({"result": array_of(obj(RUN_ROW_FIELDS))}))
 HISTORY_OUTPUT = or_error(RUN_HISTORY)
 # A scope error (CWD_REQUIRED, ...) reaches test_workflow's caller as {error, code} without isError.

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from accounts.errors import DomainError
+from core.errors import DomainError
 from runs.models import NodeRun, Run
 from workflows import expressions
 

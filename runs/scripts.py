@@ -32,8 +32,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError
+from core.caller import Caller
+from core.errors import DomainError
 from runs import engine, sandbox
 from runs.models import NodeRun, Run, ScriptSettings
 from workflows.definition import DEFAULT_SCRIPT_TIMEOUT

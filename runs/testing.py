@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from accounts.caller import Caller
-from accounts.errors import DomainError
+from core.caller import Caller
+from core.errors import DomainError
 from runs import engine
 from runs.handlers import HANDLERS
 from runs.models import Run

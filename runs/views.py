@@ -18,9 +18,9 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput
 from console.fragments import page_or_fragment
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput
 from runs import answerers, engine, selectors
 from runs.graph import NOT_REACHED, graph_context
 from runs.handlers import HANDLERS

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from jsonschema import Draft202012Validator
 
-from accounts.caller import Caller
+from core.caller import Caller
 from integrations.executors import EXECUTORS, ActionCall, IntegrationSpec
 from integrations.models import Action, Integration
 

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements import services
 from elements.models import Element
 from elements.types import ElementType

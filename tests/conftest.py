@@ -14,9 +14,9 @@ from django.core.cache import cache
 from django.db import connections
 from django.test import Client
 
-from accounts.caller import Caller
 from accounts.models import User
 from accounts.services import token_create
+from core.caller import Caller
 
 ACCEPT = "application/json, text/event-stream"
 
@@ -110,9 +110,16 @@ def _tasks_in_process(request):
 
 @pytest.fixture(autouse=True)
 def _clear_cache():
+    from accounts.authentication import authenticated_forget
+    from accounts.services import standing_forget
+
     cache.clear()  # rate-limit counters must not leak between tests
+    authenticated_forget()  # nor tokens and sessions this process has looked up
+    standing_forget()
     yield
     cache.clear()
+    authenticated_forget()
+    standing_forget()
 
 
 def served_path(workflow_id: str, **query: str) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.caller import Caller
 from accounts.models import User
+from core.caller import Caller
 from workflows.models import Playbook
 from workflows.playbooks import playbook_create
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator, ValidationError
 
-from accounts.caller import Caller
+from core.caller import Caller
 from integrations.catalogue import BUILTIN_MODULES
 from integrations.executors import ActionFailed
 from integrations.executors import email as email_executor

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.autonomy import Autonomy, Step, autonomy_from, danger_patterns_in, evaluate, safety_tier
 from tests.agent_helpers import execute, make_agent, step
 

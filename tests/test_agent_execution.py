@@ -6,8 +6,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from accounts.caller import Caller
 from accounts.models import AuditEvent, McpSession
+from core.caller import Caller
 from elements import dangerzone, selectors
 from elements.gatekeeper import Level
 from elements.mcpaql import ROUTES

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements import handoff
 from elements.models import Activation, AgentExecution, ExecutionStep
 from tests.agent_helpers import EXECUTE, READ, execute, make_agent, step

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from accounts.caller import Caller
 from accounts.services import mcp_session_open
+from core.caller import Caller
 from elements import agents, services
 from elements.mcpaql import Endpoint, run
 from elements.models import AgentExecution, ExecutionStep

@@ -12,9 +12,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.caller import Caller
 from accounts.models import User
 from accounts.services import mcp_session_open
+from core.caller import Caller
 from elements import approvals, dangerzone
 from elements.models import AgentBlock, AgentExecution, CliApproval, ExecutionStep, VerificationChallenge
 from integrations.crypto import unseal

@@ -3,7 +3,7 @@ capabilities_execute with the caller's own scopes."""
 
 import pytest
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.models import MemoryEntry
 from elements.services import element_create
 from elements.types import ElementType

@@ -2,9 +2,9 @@
 
 import pytest
 
-from accounts.caller import Caller
 from accounts.models import AuditEvent, McpSession, PersonalToken
 from accounts.services import token_create
+from core.caller import Caller
 from tests.conftest import make_member
 
 pytestmark = pytest.mark.django_db

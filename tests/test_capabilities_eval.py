@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 import safeyaml
-from accounts.caller import Caller
+from core.caller import Caller
 from integrations.models import Capability
 from integrations.search import MODES, capabilities_search
 

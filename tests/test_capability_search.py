@@ -5,8 +5,8 @@ the refusals."""
 import pytest
 from django.db import connection
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput
+from core.caller import Caller
+from core.errors import InvalidInput
 from integrations import embeddings
 from integrations.models import Action, Capability, Connection, Integration, Skill
 from integrations.search import capabilities_search, index_refresh, query_parse

@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 import elements.operations  # noqa: F401  (fills the route table)
-from accounts.caller import Caller
 from accounts.services import mcp_session_open
+from core.caller import Caller
 from elements import approvals, services
 from elements.mcpaql import Endpoint, run
 from elements.models import CliApproval

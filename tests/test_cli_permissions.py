@@ -4,7 +4,7 @@ the active elements' externalRestrictions decide, and the bounds on what it read
 import pytest
 
 import elements.operations  # noqa: F401  (fills the route table)
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.cli_permissions import (
     BLOCKED,
     DANGEROUS,

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.management import call_command
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements import collection
 from elements.management.commands.collection_index import index_text
 from elements.models import CollectionCache, CollectionItem, Element, ElementRevision

@@ -8,9 +8,9 @@ import pytest
 from django.core import mail
 from django.test import Client
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, Forbidden, InvalidInput
 from accounts.models import AuditEvent, User
+from core.caller import Caller
+from core.errors import DomainError, Forbidden, InvalidInput
 from elements import collection, submissions
 from elements.models import CollectionItem, CollectionSubmission, Element, MemoryEntry
 from elements.services import element_create, element_edit, memory_entry_add

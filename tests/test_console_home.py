@@ -3,8 +3,8 @@
 import pytest
 from django.test import Client
 
-from accounts.caller import Caller
 from accounts.services import mcp_session_open
+from core.caller import Caller
 from elements.services import element_create
 from elements.types import ElementType
 

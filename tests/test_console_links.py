@@ -6,8 +6,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.test import Client
 
-from accounts.caller import Caller
 from accounts.models import AuditEvent, User
+from core.caller import Caller
 from elements import collection
 from elements.services import element_create
 from elements.types import ElementType

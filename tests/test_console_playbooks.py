@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from django.utils.html import escape
 
-from accounts.caller import Caller
+from core.caller import Caller
 from integrations import crypto
 from integrations.services import catalogue_sync
 from runs.models import Run

@@ -6,8 +6,8 @@ import re
 import pytest
 from django.test import Client
 
-from accounts.caller import Caller
 from accounts.services import mcp_session_open
+from core.caller import Caller
 from elements.models import Activation, Element, ElementRevision
 from elements.services import element_create, element_edit
 from elements.types import ElementType

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.models import CliApproval
 from runs import engine
 from runs.models import Run

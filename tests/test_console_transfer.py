@@ -9,7 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.test import Client
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.models import Element
 from elements.services import element_create, memory_entry_add
 from elements.types import ElementType

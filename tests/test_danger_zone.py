@@ -11,8 +11,8 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from accounts.caller import Caller
 from accounts.services import mcp_session_open
+from core.caller import Caller
 from elements import dangerzone
 from elements.mcpaql import Endpoint, run
 from elements.models import AgentBlock, AgentExecution, VerificationChallenge, VerificationFailure

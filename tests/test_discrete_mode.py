@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 from jsonschema import Draft202012Validator
 
-from accounts.mcp_registry import tools_of
 from accounts.scopes import ALL_SCOPES
+from core.tools import registered_tools, tools_of
 from elements.discrete import discrete_mcp_server
 from elements.mcp import OPERATION_OUTPUT
 from elements.mcpaql import ROUTES, Endpoint
@@ -48,7 +48,7 @@ def envelope(result: dict) -> dict:
 
 
 def test_every_discrete_tool_is_registered_on_its_own_server_only():
-    registered = {t.name for t in discrete_mcp_server._tool_manager.list_tools()}
+    registered = set(registered_tools(discrete_mcp_server))
 
     assert registered == set(tools_of(discrete_mcp_server)) == set(ROUTES)
     assert {spec.scope for spec in tools_of(discrete_mcp_server).values()} == set(SCOPES.values())

@@ -11,8 +11,8 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from accounts.caller import Caller
 from accounts.models import User
+from core.caller import Caller
 from docs_kb.models import DocPage, DocSection
 from docs_kb.services import docs_import, page_edit
 

@@ -8,9 +8,9 @@ import pytest
 from django.db import connections
 
 import elements.operations  # noqa: F401  (fills the route table)
-from accounts.caller import Caller
 from accounts.services import mcp_session_open
-from accounts.versions import VersionConflict
+from core.caller import Caller
+from core.versions import VersionConflict
 from elements import selectors, services
 from elements.mcpaql import Endpoint, run
 from elements.models import Confirmation, Element, MemoryEntry

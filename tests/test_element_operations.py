@@ -5,9 +5,9 @@ import json
 import pytest
 
 import elements.operations  # noqa: F401  (fills the route table)
-from accounts.caller import Caller
 from accounts.models import AuditEvent
 from accounts.services import mcp_session_open
+from core.caller import Caller
 from elements.mcpaql import Endpoint, run
 from elements.models import Element, UserSettings
 from elements.services import confirmation_grant, element_create

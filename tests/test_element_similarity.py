@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.similarity import (
     RELATIONSHIP_TYPES,
     VERB_TAXONOMY,

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.types import (
     MAX_CONTENT_LENGTH,
     MAX_DESCRIPTION_LENGTH,

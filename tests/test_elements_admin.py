@@ -13,9 +13,9 @@ from django.test import Client
 from django.utils import timezone
 from django_ace import AceWidget
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput
 from accounts.models import AuditEvent, McpSession, User
+from core.caller import Caller
+from core.errors import InvalidInput
 from elements import services
 from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
 from elements.services import element_create, element_delete, element_edit, memory_entry_add

@@ -6,8 +6,8 @@ from urllib.parse import quote
 import pytest
 from django.test import Client
 
-from accounts.caller import Caller
 from accounts.services import token_create
+from core.caller import Caller
 from elements.models import Element, ElementRevision, MemoryEntry
 from elements.validation import safe_yaml_load
 from tests.conftest import Api, Member, make_member

@@ -181,7 +181,7 @@ def test_add_entry_and_clear(alice, portfolio):
 
 
 def test_delete_keeps_a_backup_that_restores(alice, portfolio):
-    from accounts.caller import Caller
+    from core.caller import Caller
     from elements.services import element_restore
 
     aql = portfolio(alice)

@@ -99,7 +99,7 @@ def test_an_ensemble_needs_members(alice, portfolio):
 
 
 def test_validate_and_upgrade(alice, portfolio):
-    from accounts.caller import Caller
+    from core.caller import Caller
     from elements.models import Element
     from elements.services import element_import
 
@@ -210,7 +210,7 @@ def test_yaml_exports_keep_strings_that_look_like_numbers(alice, bob, portfolio)
 
 
 def test_the_collection_scope_finds_what_curators_published(alice, bob, portfolio):
-    from accounts.caller import Caller
+    from core.caller import Caller
     from elements.models import Element
     from elements.services import element_publish
 
@@ -238,8 +238,8 @@ def test_the_collection_scope_finds_what_curators_published(alice, bob, portfoli
 
 
 def test_only_curators_publish(alice):
-    from accounts.caller import Caller
-    from accounts.errors import Forbidden
+    from core.caller import Caller
+    from core.errors import Forbidden
     from elements.models import Element
     from elements.services import element_create, element_publish
 

@@ -254,7 +254,7 @@ def test_with_a_broker_each_poll_is_sent_with_the_interval_as_countdown(monkeypa
 
 @pytest.mark.django_db
 def test_the_poll_task_polls_once_and_schedules_the_next_while_pending(alice, fake_github, monkeypatch):
-    from accounts.caller import Caller
+    from core.caller import Caller
 
     scheduled = []
     monkeypatch.setattr(tasks, "github_auth_poll_schedule", lambda user_id, countdown: scheduled.append(countdown))
@@ -273,7 +273,7 @@ def test_the_poll_task_polls_once_and_schedules_the_next_while_pending(alice, fa
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_twenty_concurrent_setups_make_one_device_code_request_and_one_pending_row(alice, fake_github):
     import elements.operations  # noqa: F401  (fills the route table)
-    from accounts.caller import Caller
+    from core.caller import Caller
     from elements import services
     from elements.mcpaql import Endpoint, run
 

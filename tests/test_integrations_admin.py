@@ -16,8 +16,8 @@ from django.db import connection as db_connection
 from django.test import Client
 from django_ace import AceWidget
 
-from accounts.caller import Caller
 from accounts.models import AuditEvent, User
+from core.caller import Caller
 from integrations.crypto import unseal
 from integrations.models import Action, Capability, Connection, Execution, Integration, Skill
 from integrations.selectors import integrations_enabled

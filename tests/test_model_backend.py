@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.forms.models import model_to_dict
 
-from accounts.caller import Caller
+from core.caller import Caller
 from runs import answerers, engine, selectors, tasks
 from runs.models import NodeRun, Run, Turn
 from tests.conftest import McpClient, Member

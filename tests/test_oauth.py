@@ -17,9 +17,9 @@ from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
-from accounts import mcp_registry
 from accounts.models import AuditEvent, User
 from accounts.scopes import SCOPES
+from core import tools as mcp_registry
 from tests.conftest import ACCEPT, McpClient, hidden_inputs, make_member
 
 pytestmark = pytest.mark.django_db
@@ -383,7 +383,7 @@ def test_it_refuses_code_exchange_with_wrong_verifier(alice):
 
 def test_the_consent_page_groups_scopes_by_product_names_the_redirect_host_and_leaves_out_inert_ones(alice):
     from accounts.api import scopes_of_api
-    from accounts.mcp_registry import scopes_of_tools
+    from core.tools import scopes_of_tools
 
     gating = scopes_of_tools() | scopes_of_api()
     assert {"elements:read", "runs:read", "playbooks:read"} <= gating and "sandbox:read" not in gating

@@ -8,8 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from jsonschema import Draft202012Validator
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput
+from core.caller import Caller
+from core.errors import InvalidInput
 from integrations.catalogue import SHIPPED_DOCUMENTS, shipped_documents
 from integrations.executors import ActionFailed
 from integrations.models import Action, Capability, Integration

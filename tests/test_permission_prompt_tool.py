@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.models import CliApproval
 from elements.services import element_create
 from elements.types import ElementType

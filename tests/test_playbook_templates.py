@@ -14,8 +14,8 @@ from django.core.management import call_command
 from jsonschema import Draft202012Validator
 
 import safeyaml
-from accounts.caller import Caller
-from accounts.errors import InvalidInput, NotFound
+from core.caller import Caller
+from core.errors import InvalidInput, NotFound
 from integrations.models import Action, Connection, Integration
 from integrations.vault import vault_connect
 from runs.engine import render_data

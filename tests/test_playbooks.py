@@ -10,8 +10,8 @@ from django.core.management import call_command
 from django.db import connections
 from django.test import Client
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput, NotFound
+from core.caller import Caller
+from core.errors import InvalidInput, NotFound
 from elements.models import MemoryEntry
 from elements.services import element_create
 from elements.types import ElementType

@@ -3,7 +3,7 @@ same scopes, plus writing plans with ETags; nothing of Alice's is visible to Cha
 
 import pytest
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.services import element_create
 from elements.types import ElementType
 from integrations.services import catalogue_sync

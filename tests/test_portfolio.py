@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError, OutputWrapper
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.management.commands.import_portfolio import Progress
 from elements.models import Element, MemoryEntry
 from elements.packages import element_package

@@ -15,8 +15,8 @@ from dulwich.object_store import commit_tree_changes
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
-from accounts.caller import Caller
 from accounts.models import GitHubAuth
+from core.caller import Caller
 from elements import portfolio_sync
 from elements.models import Element, ElementRevision, MemoryEntry, PortfolioRemote, PortfolioSyncBase
 from elements.portfolio import iter_portfolio

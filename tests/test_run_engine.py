@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from django.db import IntegrityError, transaction
 
-from accounts.caller import Caller
 from accounts.models import AuditEvent
+from core.caller import Caller
 from runs.models import NodeRun, Run, ScriptSettings, Turn
 from tests.conftest import McpClient, Member, make_member
 from workflows.services import project_register

@@ -6,7 +6,7 @@ import re
 import pytest
 from django.test import Client
 
-from accounts.caller import Caller
+from core.caller import Caller
 from runs import engine, selectors
 from runs.graph import layers, layout
 from runs.models import NodeRun, Run, Turn

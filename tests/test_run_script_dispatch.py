@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from accounts.caller import Caller
+from core.caller import Caller
 from runs import engine, scripts
 from runs.models import NodeRun, Run
 from tests.conftest import make_member

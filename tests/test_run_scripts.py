@@ -7,7 +7,7 @@ import time
 import pytest
 from django.db import connection
 
-from accounts.caller import Caller
+from core.caller import Caller
 from runs import engine
 from runs.models import NodeRun, Run, ScriptSettings
 from tests.conftest import make_member

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from accounts.caller import Caller
+from core.caller import Caller
 from runs import engine, selectors
 from runs.models import NodeRun, Run, StepShown, Turn
 from tests.conftest import Api, McpClient, Member, make_member

@@ -3,8 +3,8 @@
 import pytest
 from django.test import Client
 
-from accounts.caller import Caller
 from accounts.models import AuditEvent, User
+from core.caller import Caller
 from runs import engine, selectors
 from runs.models import NodeRun, Run, ScriptSettings
 from tests.conftest import Member

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from accounts.caller import Caller
 from accounts.services import token_create
+from core.caller import Caller
 from runs.models import NodeRun, Run, Turn
 from tests.conftest import Api, Member
 from workflows.scoping import Scope

@@ -3,7 +3,7 @@
 import pytest
 from django.db import connection
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.search_index import ensure_sqlite_search_index
 from elements.selectors import element_search
 from elements.services import element_create

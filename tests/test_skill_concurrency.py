@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connections
 
-from accounts.caller import Caller
+from core.caller import Caller
 from integrations import services
 from integrations.models import Execution, Skill
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.skill_format import (
     AGENT_DESCRIPTION_MAX,
     CONTENT_FILE,

@@ -12,10 +12,10 @@ import pytest
 from django.conf import settings as django_settings
 from kombu.exceptions import OperationalError
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput
 from accounts.models import PersonalToken
 from config.celery import app as celery_app
+from core.caller import Caller
+from core.errors import InvalidInput
 from integrations import schemas, skills, tasks
 from integrations.crypto import seal, unseal
 from integrations.executors import EXECUTORS, ActionCall, ActionFailed, executor

@@ -10,9 +10,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import McpError
 
-from accounts.caller import Caller
 from accounts.models import McpSession, ToolCall
 from accounts.scopes import ALL_SCOPES
+from core.caller import Caller
 from elements.mcpaql import ROUTES
 from elements.models import MemoryEntry
 from elements.services import element_create

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements.templating import (
     PLACEHOLDER,
     derive_variables,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from accounts.caller import Caller
+from core.caller import Caller
 from runs.models import NodeRun, Run, Turn
 from tests.conftest import McpClient, Member, make_member
 from workflows.scoping import Scope

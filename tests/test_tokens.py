@@ -8,10 +8,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import Forbidden, InvalidInput
 from accounts.models import AuditEvent, PersonalToken, User
 from accounts.services import token_create
+from core.caller import Caller
+from core.errors import Forbidden, InvalidInput
 
 pytestmark = pytest.mark.django_db
 

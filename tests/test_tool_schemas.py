@@ -6,9 +6,9 @@ import pytest
 from jsonschema import Draft202012Validator
 from mcp_server import mcp_server
 
-from accounts import mcp_registry
-from accounts.mcp_registry import TOOLS
 from accounts.scopes import ALL_SCOPES
+from core import tools as mcp_registry
+from core.tools import TOOLS, registered_tools
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +21,7 @@ def listed_tools(alice, mcp_client):
 
 
 def test_every_registered_tool_is_declared_with_a_known_scope():
-    registered = {t.name for t in mcp_server._tool_manager.list_tools()}
+    registered = set(registered_tools(mcp_server))
 
     assert registered == set(TOOLS)
     for spec in TOOLS.values():

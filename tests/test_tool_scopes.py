@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from accounts import mcp_registry
 from accounts.models import AuditEvent, PersonalToken
+from core import tools as mcp_registry
 from tests.conftest import make_member
 
 pytestmark = pytest.mark.django_db
@@ -80,7 +80,7 @@ def test_unknown_arguments_are_refused(alice, mcp_client):
 
 
 def test_a_domain_error_is_a_tool_error_with_its_code(alice, mcp_client, monkeypatch):
-    from accounts.errors import NotFound
+    from core.errors import NotFound
 
     def fail(*, caller):
         raise NotFound("Nothing here.", code="thing_not_found")

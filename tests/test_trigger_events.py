@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import transaction
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput
+from core.caller import Caller
+from core.errors import InvalidInput
 from elements import services as element_services
 from elements.types import ElementType
 from integrations import services as integration_services

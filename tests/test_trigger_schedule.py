@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.db import connections
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput, NotFound
+from core.caller import Caller
+from core.errors import InvalidInput, NotFound
 from runs.models import Run
 from tests.playbook_helpers import playbook_make
 from workflows import triggers

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 import pytest
 from django.test import Client
 
-from accounts.caller import Caller
-from accounts.errors import InvalidInput, NotFound
+from core.caller import Caller
+from core.errors import InvalidInput, NotFound
 from integrations import crypto
 from integrations.executors.webhook import signature
 from runs.models import Run

@@ -15,9 +15,9 @@ from django.db import connection as db_connection
 from django.test import Client
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput, NotFound
 from accounts.models import AuditEvent, GitHubAuth
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput, NotFound
 from elements.models import VerificationChallenge
 from integrations import vault
 from integrations.crypto import SealBroken, new_key, seal, unseal

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
-from accounts.caller import Caller
+from core.caller import Caller
 from integrations import vault
 from integrations.crypto import seal, unseal
 from integrations.models import Connection, ConnectRequest, Integration

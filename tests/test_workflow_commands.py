@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from accounts.caller import Caller
 from accounts.models import AuditEvent
+from core.caller import Caller
 from tests.conftest import Member
 from workflows.models import Project, ProjectRoot, Workflow, WorkflowAsset, WorkflowRevision
 from workflows.scoping import Scope

@@ -13,7 +13,7 @@ import pytest
 from django.test import TestCase
 from django.utils import timezone
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.models import Element
 from tests.conftest import McpClient, Member, make_member, served_path
 from workflows import services as workflow_services

@@ -15,8 +15,8 @@ from django.test import Client
 from django.utils import timezone
 from django_ace import AceWidget
 
-from accounts.caller import Caller
 from accounts.models import AuditEvent, User
+from core.caller import Caller
 from tests.conftest import Member, hidden_inputs
 from workflows.models import ConfiguredModel, Project, ProjectRoot, Workflow, WorkflowAsset, WorkflowRevision
 from workflows.scoping import Scope

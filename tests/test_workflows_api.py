@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from accounts.caller import Caller
 from accounts.services import token_create
+from core.caller import Caller
 from tests.conftest import Api, Member, served_path
 from workflows.models import Project, ProjectRoot, Workflow, WorkflowRevision
 

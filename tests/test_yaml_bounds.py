@@ -4,7 +4,7 @@ endpoint that reads workflow YAML, and from element imports."""
 
 import pytest
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from elements import portfolio
 from elements.validation import safe_yaml_load
 from tests.conftest import Api

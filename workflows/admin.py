@@ -24,10 +24,10 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from accounts.admin import AuditedAdmin, JsonEditorField, ServiceFormAdmin, admin_caller, code_editor, since_filter
-from accounts.caller import Caller
-from accounts.errors import DomainError
 from accounts.models import User
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import DomainError
 from elements.admin import ReadOnlyAdmin, RevisionAdmin
 from runs.graph import graph_context
 from workflows import selectors, services, templates

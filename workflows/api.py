@@ -27,7 +27,7 @@ from rest_framework.response import Response
 
 from accounts.api import ScopedApiView, error_responses
 from accounts.authentication import caller_from_request
-from accounts.versions import etag, if_match, row_version
+from core.versions import etag, if_match, row_version
 from elements.api import IsoDateTimeField
 from workflows import selectors, services
 from workflows.definition import AUTHORING, MAX_ID_LENGTH, executors, json_schema

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from accounts.caller import Caller
-from accounts.errors import DomainError
+from core.caller import Caller
+from core.errors import DomainError
 from elements.models import Element
 from elements.types import ElementType
 from workflows import skills

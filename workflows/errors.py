@@ -3,7 +3,7 @@ integrity_error, conflict, no_repo_source, io_error (and not_found, referenced).
 
 from __future__ import annotations
 
-from accounts.errors import DomainError, NotFound
+from core.errors import DomainError, NotFound
 
 
 class DefinitionInvalid(DomainError):

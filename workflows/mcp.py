@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 from mcp import types
 from pydantic import Field, WithJsonSchema
 
-from accounts.errors import DomainError
-from accounts.mcp_registry import Toolset, error_payload_result, tool
+from core.errors import DomainError
+from core.tools import Toolset, error_payload_result, tool
 from workflows import conversion, mcp_schemas, playbook_selectors, playbooks, selectors, services, templates
 from workflows.definition import AUTHORING, executors, json_schema
 from workflows.scoping import MAX_CWD_CHARS, Scope, scope_resolve

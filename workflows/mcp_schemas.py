@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.output_schemas import (
+from core.output_schemas import (
     ANY,
     BOOLEAN,
     INTEGER,

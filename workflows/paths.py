@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from accounts.errors import DomainError
+from core.errors import DomainError
 
 PROTECTED_PREFIXES: tuple[str, ...] = (
     "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/dev", "/proc", "/sys",

@@ -31,7 +31,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from accounts.errors import InvalidInput
+from core.errors import InvalidInput
 from workflows.definition import ID_RE, MAX_ID_LENGTH
 
 MAX_STEPS = 50

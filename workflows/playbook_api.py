@@ -16,8 +16,8 @@ from rest_framework.response import Response
 
 from accounts.api import ScopedApiView, error_responses, validated
 from accounts.authentication import caller_from_request
-from accounts.caller import Caller
-from accounts.versions import etag, if_match
+from core.caller import Caller
+from core.versions import etag, if_match
 from runs.engine import MAX_SPENDING_CAP_USD, caps_from
 from workflows import playbook_selectors, playbooks, templates, triggers
 from workflows.api import JSON

@@ -12,8 +12,8 @@ from zoneinfo import ZoneInfo
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
-from accounts.caller import Caller
-from accounts.errors import NotFound
+from core.caller import Caller
+from core.errors import NotFound
 from integrations import selectors as capability_selectors
 from runs.engine import public_url
 from runs.models import NodeRun, Run

@@ -19,11 +19,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput, NotFound
-from accounts.input_bounds import MAX_JSON_DEPTH, json_depth
 from accounts.services import audit_record
-from accounts.versions import version_check
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput, NotFound
+from core.input_bounds import MAX_JSON_DEPTH, json_depth
+from core.versions import version_check
 from integrations import schemas
 from runs.engine import Caps, run_create, run_dispatch
 from runs.models import Run

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models.functions import Length
 
-from accounts.caller import Caller
 from accounts.models import User
+from core.caller import Caller
 from workflows.models import Project, ProjectRoot
 from workflows.paths import ScopeError, cwd_normalize, server_path_resolve
 

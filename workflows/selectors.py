@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 
-from accounts.errors import DomainError
+from core.errors import DomainError
 from workflows import analysis, repofiles
 from workflows.definition import config_check, config_normalize
 from workflows.errors import IntegrityFailure, InvalidConfig, WorkflowNotFound

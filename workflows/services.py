@@ -12,10 +12,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, Forbidden
 from accounts.services import audit_record
-from accounts.versions import row_version, version_check
+from core.caller import Caller
+from core.errors import DomainError, Forbidden
+from core.versions import row_version, version_check
 from workflows import repofiles, yamltext
 from workflows.definition import ID_RE, MAX_ID_LENGTH
 from workflows.errors import WorkflowConflict, WorkflowReferenced

@@ -19,9 +19,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput, NotFound
 from accounts.models import User
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput, NotFound
 from workflows import repofiles
 from workflows.errors import DefinitionInvalid
 from workflows.models import Project, Workflow, WorkflowRevision

@@ -28,9 +28,9 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 
 import safeyaml
-from accounts.caller import Caller
-from accounts.errors import InvalidInput, NotFound
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import InvalidInput, NotFound
 from integrations.models import Action, Integration
 from integrations.selectors import integration_states
 from workflows import analysis

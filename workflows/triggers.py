@@ -47,9 +47,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, InvalidInput, NotFound
 from accounts.services import audit_record
+from core.caller import Caller
+from core.errors import DomainError, InvalidInput, NotFound
 from integrations import crypto
 from integrations.executors.webhook import signature as webhook_signature
 from runs.models import Run

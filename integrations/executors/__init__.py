@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from accounts.caller import Caller
-from accounts.errors import DomainError
+from core.caller import Caller
+from core.errors import DomainError
 
 
 @dataclass(frozen=True)

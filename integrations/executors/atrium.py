@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accounts.errors import Forbidden
+from core.errors import Forbidden
 from docs_kb import selectors as docs_selectors
 from elements import selectors as element_selectors
 from elements import services as element_services

@@ -143,6 +143,14 @@ def live_atrium_local(transactional_db, tmp_path):
         yield server
 
 
+@pytest.fixture(scope="session")
+def sdk_python() -> Path:
+    """The python of a venv with the official MCP SDK client of the current major version."""
+    from tests.live.sdk_current import current_sdk_python
+
+    return current_sdk_python()
+
+
 def reachable(url: str) -> bool:
     parts = urlsplit(url)
     try:

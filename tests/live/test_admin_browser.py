@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from accounts.caller import Caller
 from accounts.models import User
+from core.caller import Caller
 from elements.models import Element
 from elements.services import element_create
 from elements.types import ElementType

@@ -19,7 +19,7 @@ from django.db import connections
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.models import AgentBlock, CliApproval, VerificationChallenge, VerificationFailure
 from elements.services import element_create
 from elements.types import ElementType

@@ -6,7 +6,7 @@ import time
 import httpx
 import pytest
 
-from accounts.caller import Caller
+from core.caller import Caller
 from runs import scripts
 from runs.models import NodeRun, Run
 from tests.conftest import make_member

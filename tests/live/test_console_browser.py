@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.services import element_create
 from elements.types import ElementType
 from tests.conftest import make_member

@@ -9,7 +9,7 @@ import re
 import httpx
 import pytest
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.models import Element
 from elements.services import element_create, element_edit
 from elements.types import ElementType

@@ -22,8 +22,8 @@ from django.db.models import Max
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accounts.caller import Caller
 from accounts.services import mcp_session_open
+from core.caller import Caller
 from elements.agents import agent_execute
 from elements.collection import collection_refresh
 from elements.mcpaql import ROUTES

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.models import CliApproval
 from elements.services import element_create
 from elements.types import ElementType

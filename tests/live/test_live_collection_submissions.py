@@ -6,8 +6,8 @@ import asyncio
 import pytest
 from django.db import connections
 
-from accounts.caller import Caller
 from accounts.models import User
+from core.caller import Caller
 from elements import submissions
 from elements.models import CollectionSubmission, Element
 from tests.conftest import make_member

@@ -12,9 +12,9 @@ import uuid
 import pytest
 
 from accounts import github
-from accounts.caller import Caller
 from accounts.models import GitHubAuth
 from accounts.tasks import github_auth_poll_task
+from core.caller import Caller
 from tests.conftest import make_member
 from tests.fakes import GITHUB_CLIENT_ID, GITHUB_DEVICE_CODE, GITHUB_TOKEN, FakeGitHub
 from tests.live.conftest import BASE_DIR, child_env, sdk_session, serve

@@ -39,11 +39,16 @@ def test_sdk_client_lists_calls_and_logs_out(live_atrium):
     assert logout == {"logged_out": True, "revoked": "personal",
                       "message": "Token revoked. Reconnect to sign in again."}
 
-    after = httpx.post(live_atrium.mcp_url, headers={"Authorization": f"Bearer {alice.token}",
-                                                     "Accept": "application/json, text/event-stream"},
-                       json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    headers = {"Authorization": f"Bearer {alice.token}", "Accept": "application/json, text/event-stream"}
+    after = httpx.post(live_atrium.mcp_url, headers=headers,
+                       json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                             "params": {"name": "auth_status", "arguments": {}}})
     assert after.status_code == 401
     assert 'resource_metadata="' + live_atrium.url in after.headers["WWW-Authenticate"]
+    # For a minute the token may still list what anyone sees: the tools that need no scope.
+    listed = httpx.post(live_atrium.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    names = {tool["name"] for tool in listed.json()["result"]["tools"]}
+    assert names == {"auth_status", "auth_logout"}
 
 
 def test_server_answers_get_with_405_and_stays_responsive(live_atrium):

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from accounts.caller import Caller
+from core.caller import Caller
 from elements.services import element_create
 from elements.types import ElementType
 from integrations.executors.webhook import signature

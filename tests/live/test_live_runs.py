@@ -10,7 +10,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from accounts.mcp_registry import TOOLS
+from core.tools import TOOLS
 from runs.models import Run
 from tests.conftest import make_member
 

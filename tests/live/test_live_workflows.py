@@ -14,8 +14,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from accounts.caller import Caller
-from accounts.mcp_registry import TOOLS
+from core.caller import Caller
+from core.tools import TOOLS
 from tests.conftest import make_member
 from workflows.models import Workflow, WorkflowAsset
 from workflows.services import project_register

@@ -14,7 +14,7 @@ from django.db import connection
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from accounts.caller import Caller
+from core.caller import Caller
 from runs import engine
 from runs.models import Run
 from tests.conftest import make_member

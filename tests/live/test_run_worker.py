@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from accounts.caller import Caller
 from config.celery import app as celery_app
+from core.caller import Caller
 from runs import engine, scripts
 from runs.models import NodeRun, Run
 from tests.conftest import make_member

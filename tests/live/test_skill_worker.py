@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from accounts.caller import Caller
 from accounts.models import PersonalToken
+from core.caller import Caller
 from integrations import skills
 from integrations.models import Execution, Integration, Skill
 from tests.conftest import make_member

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from accounts.caller import Caller
 from config.celery import app as celery_app
+from core.caller import Caller
 from elements.models import MemoryEntry
 from elements.services import element_create
 from elements.types import ElementType

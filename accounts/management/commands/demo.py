@@ -6,9 +6,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from accounts.caller import Caller
 from accounts.models import AuditEvent, PersonalToken, User
 from accounts.services import token_create, token_digest
+from core.caller import Caller
 
 # The token `make run` printed last, kept beside the SQLite database on the developer's own machine
 # (mode 0600) so the next start prints the same one while it is valid instead of minting another.

@@ -2,10 +2,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.caller import Caller
-from accounts.errors import DomainError
 from accounts.models import AuditEvent, User
 from accounts.services import token_create
+from core.caller import Caller
+from core.errors import DomainError
 
 
 class Command(BaseCommand):

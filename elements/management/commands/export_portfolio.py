@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.caller import Caller
 from accounts.models import AuditEvent, User
+from core.caller import Caller
 from elements.selectors import portfolio_files
 from elements.types import ElementType, element_type_parse
 

@@ -5,9 +5,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 from django.db import transaction
 
-from accounts.caller import Caller
-from accounts.errors import DomainError
 from accounts.models import AuditEvent, User
+from core.caller import Caller
+from core.errors import DomainError
 from elements.portfolio import iter_portfolio
 from elements.services import ElementExists, element_import
 

@@ -6,7 +6,7 @@ import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.errors import DomainError
+from core.errors import DomainError
 from integrations.executors import ActionFailed
 from integrations.executors.transport import read_capped
 from integrations.openapi import MAX_DOCUMENT_BYTES, ImportReport

@@ -8,9 +8,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.caller import Caller
-from accounts.errors import DomainError
 from accounts.models import AuditEvent, User
+from core.caller import Caller
+from core.errors import DomainError
 from workflows.sync import workflows_pull, workflows_push
 
 

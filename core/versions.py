@@ -12,7 +12,7 @@ from datetime import datetime
 
 from rest_framework.request import Request
 
-from accounts.errors import DomainError
+from core.errors import DomainError
 
 
 class VersionConflict(DomainError):

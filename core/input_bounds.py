@@ -1,5 +1,5 @@
 """Bounds on what a request may carry, checked once for every app: JSON nesting, and the text of
-every argument (MCP tool arguments in accounts.mcp_registry, REST input in accounts.api).
+every argument (MCP tool arguments in core.tools, REST input in accounts.api).
 
 PostgreSQL cannot store a NUL character in text, and a lone surrogate (JSON's "\\ud800") cannot be
 encoded to UTF-8 for either database: both would otherwise surface as internal errors deep in a

@@ -2,9 +2,11 @@
 
 Each app's mcp.py defines `Toolset` subclasses whose public methods are declared with `@tool`:
 name, title, the scope the tool needs (or None), and all four behaviour hints, set on purpose.
-`tool_list` and `tool_call` decide, for the caller of the current request, which tools exist and
-whether a call may run; the /mcp endpoint calls them directly and `install_guard` puts them in
-place of the SDK's own handlers for every other transport (stdio), so both behave the same.
+`tool_list` and `tool_call` decide, for a caller, which tools exist and whether a call may run;
+the protocol layer (core.protocol) calls them for every transport, so HTTP and stdio behave the
+same. django-mcp-server discovers the toolsets and hands each one the SDK's tool manager, which
+builds a tool's input schema and argument model from its signature; the tools it returns are kept
+here, so nothing reads the SDK's or the package's private state.
 
 Each MCP server has its own tools: the main one (django-mcp-server's global server, at /mcp) and
 DollhouseMCP's discrete one (elements.discrete, at /mcp/discrete), which its toolset names as its
@@ -22,10 +24,8 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import version
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.serializers.json import DjangoJSONEncoder
@@ -33,12 +33,12 @@ from jsonschema import Draft202012Validator
 from mcp import types
 from mcp.shared.exceptions import McpError
 from mcp_server import MCPToolset
-from mcp_server.djangomcp import DjangoMCP, django_request_ctx, global_mcp_server
+from mcp_server.djangomcp import DjangoMCP, global_mcp_server
 from pydantic import ValidationError
 
-from accounts.caller import Caller
-from accounts.errors import DomainError, Forbidden, InvalidInput
-from accounts.input_bounds import MAX_JSON_DEPTH, MAX_TEXT_CHARS, first_text_problem, json_depth
+from core.caller import Caller
+from core.errors import DomainError, Forbidden, InvalidInput
+from core.input_bounds import MAX_JSON_DEPTH, MAX_TEXT_CHARS, first_text_problem, json_depth
 
 logger = logging.getLogger(__name__)
 # What an operation name looks like; anything else the caller sent is not recorded as one (it could
@@ -54,7 +54,7 @@ class ToolSpec:
     # different scopes, like vault, then checks the action's own scope itself).
     scope: str | tuple[str, ...] | None
     annotations: types.ToolAnnotations
-    # JSON Schema of the structuredContent of every answer that is not an error (accounts.output_schemas).
+    # JSON Schema of the structuredContent of every answer that is not an error (core.output_schemas).
     output_schema: dict[str, Any]
     description: str | None = None
 
@@ -72,6 +72,18 @@ _REGISTRIES: dict[DjangoMCP, tuple[dict[str, ToolSpec], dict[str, tuple[type[Too
 
 # Server -> the short name its tool calls are recorded under ("mcp", "discrete").
 _LABELS: dict[DjangoMCP, str] = {}
+# Server -> tool name -> the SDK's registered tool: its input schema and argument model.
+_REGISTERED: dict[DjangoMCP, dict[str, Any]] = {}
+
+
+def registered_tools(server: DjangoMCP) -> dict[str, Any]:
+    """Tool name -> the SDK's registered tool, for every tool of `server`."""
+    return _REGISTERED.get(server, {})
+
+
+def registered_tool(server: DjangoMCP, name: str) -> Any:
+    """The SDK's tool `name` of `server` (mcp.server.fastmcp.tools.Tool): parameters, fn_metadata."""
+    return _REGISTERED[server][name]
 
 
 def tools_of(server: DjangoMCP) -> dict[str, ToolSpec]:
@@ -227,6 +239,7 @@ class Toolset(MCPToolset):
                 _cap_text(schema)
             tools_of(self.mcp_server)[spec.name] = spec
             _targets_of(self.mcp_server)[spec.name] = (cls, attr)
+            _REGISTERED.setdefault(self.mcp_server, {})[spec.name] = registered
             added.append(registered)
         return added
 
@@ -248,7 +261,7 @@ def _text_limit(schema: dict[str, Any]) -> int | None:
 def argument_problem(server: DjangoMCP, name: str, arguments: dict[str, Any]) -> InvalidInput | None:
     """The first argument whose text is too long, holds a NUL character or is not text at all
     (a lone surrogate), at any depth; None if every one is sound."""
-    properties = server._tool_manager.get_tool(name).parameters.get("properties", {})
+    properties = registered_tool(server, name).parameters.get("properties", {})
     for argument, value in arguments.items():
         if json_depth(value) > MAX_JSON_DEPTH:
             return _too_deep(name)
@@ -262,20 +275,6 @@ def argument_problem(server: DjangoMCP, name: str, arguments: dict[str, Any]) ->
 def _too_deep(name: str) -> InvalidInput:
     return InvalidInput(f"Invalid arguments for {name}: JSON nested more than {MAX_JSON_DEPTH} levels deep.",
                         code="invalid_arguments")
-
-
-def elicitation_modes(capabilities: Any) -> str:
-    """The elicitation modes a client declared at initialize, as "form", "url" or "form,url"; an
-    empty `elicitation` object means form only (2025-11-25)."""
-    declared = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
-    if not isinstance(declared, dict):
-        return ""
-    modes = [mode for mode in ("form", "url") if isinstance(declared.get(mode), dict)]
-    return ",".join(modes or ["form"])
-
-
-def current_caller() -> Caller | None:
-    return getattr(django_request_ctx.get(None), "caller", None)
 
 
 def missing_scope(server: DjangoMCP, tool_name: str, caller: Caller | None) -> str | None:
@@ -301,7 +300,7 @@ def call_refusal(server: DjangoMCP, name: str, arguments: dict[str, Any], caller
         held = ", ".join(sorted(caller.scopes)) if caller and caller.scopes else "none"
         return Forbidden(f"Tool '{name}' needs the scope '{scope}', which this token does not carry "
                          f"(it carries: {held}). Use a token that has '{scope}'.", code="insufficient_scope")
-    accepted = server._tool_manager.get_tool(name).parameters.get("properties", {})
+    accepted = registered_tool(server, name).parameters.get("properties", {})
     unknown = sorted(set(arguments) - set(accepted))
     if unknown:
         return InvalidInput(f"Unknown argument(s) for {name}: {', '.join(unknown)}. "
@@ -310,21 +309,22 @@ def call_refusal(server: DjangoMCP, name: str, arguments: dict[str, Any], caller
 
 
 @functools.cache
-def _wire_tools(server: DjangoMCP) -> tuple[types.Tool, ...]:
-    """Every registered tool as tools/list shows it, in a stable order. Tools are fixed at start-up."""
-    specs = tools_of(server)
-    tools = [
-        types.Tool(name=info.name, title=info.title, description=info.description, inputSchema=info.parameters,
-                   outputSchema=specs[info.name].output_schema, annotations=info.annotations, icons=info.icons,
-                   _meta=info.meta)
-        for info in server._tool_manager.list_tools()
-    ]
-    return tuple(sorted(tools, key=lambda t: t.name))
+def _wire_tools(server: DjangoMCP) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """Every registered tool as tools/list shows it (name, wire form), ordered by name, as the
+    2026-07-28 revision asks. Tools are fixed at start-up, so this is built once."""
+    wire = []
+    for name, spec in sorted(tools_of(server).items()):
+        info = registered_tool(server, name)
+        tool = types.Tool(name=name, title=spec.title, description=info.description, inputSchema=info.parameters,
+                          outputSchema=spec.output_schema, annotations=spec.annotations)
+        wire.append((name, tool.model_dump(by_alias=True, mode="json", exclude_none=True)))
+    return tuple(wire)
 
 
-def tool_list(server: DjangoMCP, caller: Caller | None) -> list[types.Tool]:
+def tool_list(server: DjangoMCP, caller: Caller | None) -> list[dict[str, Any]]:
+    """The tools `caller` may see on `server`, as tools/list shows them."""
     allowed = visible_tools(server, caller)
-    return [t for t in _wire_tools(server) if t.name in allowed]
+    return [wire for name, wire in _wire_tools(server) if name in allowed]
 
 
 def _invalid_arguments(name: str, exc: ValidationError) -> InvalidInput:
@@ -334,20 +334,26 @@ def _invalid_arguments(name: str, exc: ValidationError) -> InvalidInput:
     return InvalidInput(f"Invalid arguments for {name}: {problems}.", code="invalid_arguments")
 
 
-def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: Any) -> types.CallToolResult:
-    """Run one tool for the request's caller, and record the call (how it ended, how long it took)."""
+@dataclass(frozen=True)
+class ToolRequest:
+    """What a toolset sees of the request it serves (`self.request`): who is calling."""
+
+    caller: Caller
+
+
+def tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], caller: Caller) -> types.CallToolResult:
+    """Run one tool for `caller`, and record the call (how it ended, how long it took)."""
     started = time.perf_counter()
-    result = _tool_call(server, name, arguments, request)
+    result = _tool_call(server, name, arguments, ToolRequest(caller))
     if settings.ATRIUM_CHECK_TOOL_OUTPUT and not result.isError:
         result = _checked_output(server, name, result)
-    caller = getattr(request, "caller", None)
     # A call of a tool that does not exist is not a call of anything worth a row: its name is any text.
-    if caller is not None and name in tools_of(server):
+    if name in tools_of(server):
         from accounts.services import tool_call_record
 
         operation = arguments.get("operation") if isinstance(arguments, dict) else None
         named = isinstance(operation, str) and OPERATION_NAME.fullmatch(operation)
-        tool_call_record(caller=caller, server=_LABELS.get(server, "mcp"), tool=name,
+        tool_call_record(caller=caller, server=server_label(server), tool=name,
                          operation=operation if named else "",
                          error_code=_error_code(result) if result.isError else None,
                          duration_ms=(time.perf_counter() - started) * 1000)
@@ -390,16 +396,16 @@ def _error_code(result: types.CallToolResult) -> str:
     return code if isinstance(code, str) and code else "error"
 
 
-def _tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: Any) -> types.CallToolResult:
+def _tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request: ToolRequest) -> types.CallToolResult:
     """Refuse the call, or validate the arguments and call the tool."""
     if name not in tools_of(server):
         return error_result("unknown_tool", f"Unknown tool: {name}.")
     toolset, attr = _targets_of(server)[name]
     # Every refusal is answered in the tool's own product's error shape, like the tool's own errors.
-    refusal = call_refusal(server, name, arguments, getattr(request, "caller", None))
+    refusal = call_refusal(server, name, arguments, request.caller)
     if refusal is not None:
         return toolset(context=None, request=request)._refusal_result(name, refusal)
-    metadata = server._tool_manager.get_tool(name).fn_metadata
+    metadata = registered_tool(server, name).fn_metadata
     # Checked for every tool here, after the SDK has parsed arguments sent as JSON text and before
     # any service (or PostgreSQL) sees them; answered in the tool's own product's error shape.
     try:
@@ -419,33 +425,10 @@ def _tool_call(server: DjangoMCP, name: str, arguments: dict[str, Any], request:
     return getattr(toolset(context=None, request=request), attr)(**kwargs)
 
 
-def install_guard(server: DjangoMCP) -> None:
-    """Answer tools/list and tools/call through tool_list and tool_call on every transport."""
-    low = server._mcp_server
-
-    async def list_tools() -> list[types.Tool]:
-        return tool_list(server, current_caller())
-
-    async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
-        caller = current_caller()
-        if caller is not None and caller.session is not None and not caller.session.elicitation_modes:
-            # Over stdio the session is opened before the client's initialize; its capabilities
-            # are known from the SDK's session once it has run.
-            client = low.request_context.session.client_params
-            if client is not None:
-                caller.session.elicitation_modes = elicitation_modes(
-                    client.capabilities.model_dump(mode="json", exclude_none=True))
-        result = await sync_to_async(tool_call)(server, request.params.name, request.params.arguments or {},
-                                                django_request_ctx.get(None))
-        return types.ServerResult(result)
-
-    low.list_tools()(list_tools)
-    low.request_handlers[types.CallToolRequest] = call_tool
-
-
 def server_prepare(server: DjangoMCP, *, label: str) -> None:
-    """Make `server` one of Atrium's: tools answered through this module on every transport, and
-    Atrium's version, not the SDK's, in serverInfo. `label` names it in the record of its calls."""
+    """Make `server` one of Atrium's; `label` names it in the record of its calls."""
     _LABELS[server] = label
-    install_guard(server)
-    server._mcp_server.version = version("atrium")
+
+
+def server_label(server: DjangoMCP) -> str:
+    return _LABELS.get(server, "mcp")

@@ -1,5 +1,5 @@
 """The REST API's request parsing, for every app: bounded JSON and sound text (see
-accounts.input_bounds). Kept apart from accounts.api, which DRF's settings cannot import while
+core.input_bounds). Kept apart from accounts.api, which DRF's settings cannot import while
 rest_framework.views is loading."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 
-from accounts.input_bounds import JsonRefused, first_text_problem, json_parse
+from core.input_bounds import JsonRefused, first_text_problem, json_parse
 
 
 def refuse_unsound_text(data: Any, field: str = "") -> None:

@@ -291,3 +291,20 @@ def test_the_progress_bar_redraws_in_place_on_a_terminal():
     progress.finish()
 
     assert stream.getvalue() == f"\r[{'#' * 7}{'.' * 23}] 1/4\r[{'#' * 30}] 4/4\n"
+
+
+def test_batches_commit_together_and_a_refused_file_takes_none_of_its_batch_with_it(alice, monkeypatch):
+    from elements.management.commands import import_portfolio
+
+    monkeypatch.setattr(import_portfolio, "BATCH", 3)  # the fixture's 10 files in four batches
+    monkeypatch.setattr(import_portfolio.Statistics, "min_rows", 2)
+    refreshed = []
+    real_refresh = import_portfolio.Statistics.refresh
+    monkeypatch.setattr(import_portfolio.Statistics, "refresh", staticmethod(lambda: refreshed.append(real_refresh())))
+
+    out, _ = run_refused(str(FIXTURE), "--user", "alice", refused=2)
+
+    assert counts(out) == {"created": READABLE, "updated": 0, "skipped": 0, "refused": 2}
+    assert Element.objects.filter(owner=alice.user).count() == READABLE
+    # Refreshed each time the import had added as many rows as the table held at the last refresh.
+    assert len(refreshed) == 3

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
+from cachetools import TTLCache
 from django.conf import settings
 from django.db.models import Avg, Count, Q, QuerySet
 from django.utils import timezone
@@ -64,18 +66,43 @@ def scope_list() -> QuerySet[Scope]:
     return Scope.objects.order_by("name")
 
 
+# Open sessions this process has found, by id, for a second: a client's burst of calls in one
+# session is served by one lookup. A session closed here is forgotten at once
+# (accounts.services.mcp_session_close), one closed by another process within the second.
+SESSION_CACHE_SECONDS = 1.0
+_sessions: TTLCache = TTLCache(maxsize=4096, ttl=SESSION_CACHE_SECONDS)
+_sessions_lock = threading.Lock()
+
+
 def mcp_session_find(*, caller: Caller, session_id: str) -> McpSession | None:
     """The caller's open, unexpired MCP session with that id, or None.
 
     A session id presented by another user is treated as unknown: ids are bearer-like and
     must not let one user ride on another's connection.
     """
+    with _sessions_lock:
+        session = _sessions.get(session_id)
+    if session is not None and session.user_id == caller.user.pk:
+        cache_stats.record("sessions", hit=True)
+        return session
     idle = timezone.now() - timedelta(days=settings.ATRIUM_MCP_SESSION_IDLE_DAYS)
     session = McpSession.objects.filter(
         pk=session_id, user=caller.user, closed_at__isnull=True, last_seen_at__gte=idle
     ).first()
     cache_stats.record("sessions", hit=session is not None)
+    if session is not None:
+        with _sessions_lock:
+            _sessions[session_id] = session
     return session
+
+
+def sessions_forget(session_id: str | None = None) -> None:
+    """Forget one session this process has found (a closed one), or every one."""
+    with _sessions_lock:
+        if session_id is None:
+            _sessions.clear()
+        else:
+            _sessions.pop(session_id, None)
 
 
 SECURITY_ACTIONS = ("token", "oauth", "gatekeeper")

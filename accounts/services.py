@@ -19,6 +19,7 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, RefreshToken
 
 from accounts.models import AuditEvent, McpSession, PersonalToken, RedeemedCode, Scope, ToolCall, User
+from accounts.selectors import sessions_forget
 from core.caller import Caller
 from core.errors import Forbidden, InvalidInput
 
@@ -213,9 +214,10 @@ def mcp_session_of_credential(*, caller: Caller, protocol_version: str, client_n
 
 
 def standing_forget() -> None:
-    """Forget the standing sessions this process has looked up."""
+    """Forget the sessions this process has looked up, standing ones and by id."""
     with _standing_lock:
         _standing.clear()
+    sessions_forget()
 
 
 def _standing_find(caller: Caller, key: str, protocol_version: str, client_name: str,
@@ -254,6 +256,8 @@ def mcp_session_close(*, caller: Caller, session: McpSession) -> None:
     if session.user_id != caller.user.pk:
         raise Forbidden("That MCP session is not yours.")
     McpSession.objects.filter(pk=session.pk, closed_at__isnull=True).update(closed_at=timezone.now())
+    session.closed_at = timezone.now()
+    sessions_forget(session.pk)
     if session.credential_key:
         with _standing_lock:
             _standing.pop(session.credential_key, None)

@@ -303,10 +303,14 @@ def element_search(
     if element_type is not None:
         elements = elements.filter(element_type=element_type)
     # Evaluated on its own: the raw match names the entry table, which a subquery would alias.
-    entry_owner = Q(memory__published=True) if collection else Q(memory__owner=caller.user)
-    with_entries = set(MemoryEntry.objects.filter(_entry_match(words), entry_owner)
-                       .values_list("memory_id", flat=True))
-    matching = elements.filter(_document_match(words) | Q(pk__in=with_entries))
+    # Only memories have entries: a search of another type skips them.
+    with_entries: set[int] = set()
+    if element_type in (None, ElementType.MEMORY):
+        entry_owner = Q(memory__published=True) if collection else Q(memory__owner=caller.user)
+        with_entries = set(MemoryEntry.objects.filter(_entry_match(words), entry_owner)
+                           .values_list("memory_id", flat=True))
+    matching = elements.filter(_document_match(words) | Q(pk__in=with_entries)) if with_entries \
+        else elements.filter(_document_match(words))
     total = matching.count()
     start = (page - 1) * page_size
     items = list(_ranked(matching, words)[start:start + page_size])

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -163,6 +165,24 @@ def database_for(base_url: str | None, size: int, workdir: Path) -> tuple[str, c
     return f"{server}/{name}", lambda: subprocess.run(["psql", base_url, "-qc", f"DROP DATABASE {name}"])
 
 
+@contextmanager
+def seeded(base_url: str | None, size: int, workdir: Path) -> Iterator[tuple[dict[str, str], str, float]]:
+    """A fresh database holding `size` of the user bench's skills: (server environment, bench's
+    token, seconds the seeding took). Dropped afterwards."""
+    url, drop = database_for(base_url, size, workdir)
+    env = server_env(url, BENCH_SIZE=str(size))
+    try:
+        manage(env, "migrate", "--no-input")
+        token = manage(env, "issue_token", "bench", "--create-user").strip().splitlines()[-1]
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", SEED], cwd=BASE_DIR, env=env, check=True, capture_output=True)
+        if base_url:
+            subprocess.run(["psql", url, "-qc", "VACUUM ANALYZE"], check=True)
+        yield env, token, round(time.perf_counter() - started, 1)
+    finally:
+        drop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -176,24 +196,14 @@ def main() -> None:
               "database": "postgresql" if args.database_url else "sqlite", "sizes": {}}
     try:
         for size in (int(s) for s in args.sizes.split(",")):
-            url, drop = database_for(args.database_url, size, workdir)
-            env = server_env(url, BENCH_SIZE=str(size))
-            try:
-                manage(env, "migrate", "--no-input")
-                token = manage(env, "issue_token", "bench", "--create-user").strip().splitlines()[-1]
-                seeded = time.perf_counter()
-                subprocess.run([sys.executable, "-c", SEED], cwd=BASE_DIR, env=env, check=True, capture_output=True)
-                if args.database_url:
-                    subprocess.run(["psql", url, "-qc", "VACUUM ANALYZE"], check=True)
-                entry = {"seed_s": round(time.perf_counter() - seeded, 1)}
+            with seeded(args.database_url, size, workdir) as (env, token, seconds):
+                entry = {"seed_s": seconds}
                 if "http" in args.transports:
                     entry["http"] = asyncio.run(over_http(env, token, size, args.calls))
                 if "stdio" in args.transports:
                     entry["stdio"] = asyncio.run(over_stdio(env, size, args.calls))
                 report["sizes"][size] = entry
                 print(json.dumps({size: entry}), file=sys.stderr)
-            finally:
-                drop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(report, indent=2))

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 import httpx
-from elements_bench import NEEDLE, SEED, database_for
-from harness import BASE_DIR, free_port, manage, processes_stop, server_env
+from elements_bench import NEEDLE, seeded
+from harness import BASE_DIR, free_port, processes_stop
 
 sys.path.insert(0, str(BASE_DIR))
 from tests.live.sdk_current import current_sdk_python
@@ -128,21 +128,12 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-", dir=BASE_DIR / "var"))
     try:
         for size in (int(s) for s in args.sizes.split(",")):
-            url, drop = database_for(args.database_url, size, workdir)
-            env = server_env(url, BENCH_SIZE=str(size))
-            try:
-                manage(env, "migrate", "--no-input")
-                token = manage(env, "issue_token", "bench", "--create-user").strip().splitlines()[-1]
-                subprocess.run([sys.executable, "-c", SEED], cwd=BASE_DIR, env=env, check=True, capture_output=True)
-                if args.database_url:
-                    subprocess.run(["psql", url, "-qc", "VACUUM ANALYZE"], check=True)
+            with seeded(args.database_url, size, workdir) as (env, token, _):
                 figures = atrium(python, env, token, size, args)
-                entry = {kind: {**measured, "vs_floor": ratios(measured, report["floor"][kind.split("_")[0]])}
-                         for kind, measured in figures.items()}
-                report["sizes"][size] = entry
-                print(json.dumps({size: entry}), file=sys.stderr)
-            finally:
-                drop()
+            entry = {kind: {**measured, "vs_floor": ratios(measured, report["floor"][kind.split("_")[0]])}
+                     for kind, measured in figures.items()}
+            report["sizes"][size] = entry
+            print(json.dumps({size: entry}), file=sys.stderr)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(report, indent=2))

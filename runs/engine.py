@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
@@ -581,9 +581,8 @@ def run_answer(*, caller: Caller, scope: Scope, run_id: str, tool: str, payload:
         node_run = _step_answered(locked, viewer=viewer, step_id=step_id, digest=digest)
         # Consumed in the same transaction as the answer: a second answer from this viewer, racing
         # or retried, finds nothing shown to it until this answer's result shows the next step.
-        StepShown.objects.update_or_create(run=locked, viewer=viewer, defaults={
-            "step_id": "", "answered_step_id": node_run.step_id, "answer_digest": digest,
-            "updated_at": timezone.now()})
+        _shown_set(locked.pk, viewer, step_id="", answered_step_id=node_run.step_id, answer_digest=digest,
+                   updated_at=timezone.now())
         decided = _apply_answer(locked, node_run, tool, payload)
         if tool == "resume_run" and run.kind == Run.Kind.REAL:
             _audit(caller, run, "resume", node=node_run.node_id, choice=payload["transition"])
@@ -648,7 +647,19 @@ def steps_shown_record(*, caller: Caller, result: dict[str, Any], after_answer: 
     defaults: dict[str, Any] = {"step_id": step["stepId"], "updated_at": timezone.now()}
     if not after_answer:
         defaults.update(answered_step_id="", answer_digest="")
-    StepShown.objects.update_or_create(run_id=step["runId"], viewer=viewer_key(caller), defaults=defaults)
+    _shown_set(step["runId"], viewer_key(caller), **defaults)
+
+
+def _shown_set(run_id: str, viewer: str, **fields: Any) -> None:
+    """Set what was last shown to `viewer` of the run: one UPDATE, or the row's first INSERT (where
+    two race to make it, the loser updates the winner's)."""
+    if StepShown.objects.filter(run_id=run_id, viewer=viewer).update(**fields):
+        return
+    try:
+        with transaction.atomic():
+            StepShown.objects.create(run_id=run_id, viewer=viewer, **fields)
+    except IntegrityError:
+        StepShown.objects.filter(run_id=run_id, viewer=viewer).update(**fields)
 
 
 def _apply_answer(run: Run, node_run: NodeRun, tool: str, payload: dict[str, Any]) -> bool:

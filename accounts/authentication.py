@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import threading
 from typing import Any
 
-from cachetools import TTLCache
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest
@@ -21,6 +19,7 @@ from accounts.ratelimit import auth_failure_record, auth_retry_after, client_add
 from accounts.scopes import ALL_SCOPES
 from accounts.services import token_digest, token_touch
 from core.caller import Caller
+from core.process_cache import ProcessCache
 
 
 def protected_resource_metadata_url() -> str:
@@ -90,15 +89,13 @@ def bearer_resolve(request: HttpRequest | Request) -> tuple[User, PersonalToken 
 # is authenticated by one lookup, and a token revoked, expired or whose user was deactivated is
 # refused by every process within a second of it (at once by the process that revoked it).
 AUTH_CACHE_SECONDS = 1.0
-_authenticated: TTLCache = TTLCache(maxsize=4096, ttl=AUTH_CACHE_SECONDS)
-_authenticated_lock = threading.Lock()
+_authenticated = ProcessCache(AUTH_CACHE_SECONDS)
 
 
 def bearer_authenticate(request: HttpRequest, *, via: str) -> Caller | None:
     """The Caller of a request's bearer token (see bearer_resolve), None without one."""
     header = hashlib.sha256(request.META.get("HTTP_AUTHORIZATION", "").encode(errors="surrogateescape")).digest()
-    with _authenticated_lock:
-        known = _authenticated.get(header)
+    known = _authenticated.get(header)
     if known is not None:
         user, token, scopes = known
         return Caller(user=user, scopes=scopes, via=via, token=token)
@@ -106,16 +103,14 @@ def bearer_authenticate(request: HttpRequest, *, via: str) -> Caller | None:
     if resolved is None:
         return None
     caller = token_caller(*resolved, via=via)
-    with _authenticated_lock:
-        _authenticated[header] = (caller.user, caller.token, caller.scopes)
+    _authenticated.set(header, (caller.user, caller.token, caller.scopes))
     return caller
 
 
 def authenticated_forget(**_: Any) -> None:
     """Forget every token this process has authenticated: a token, or a user, was changed here.
     (Connected to the saves and deletes of tokens and users in accounts.apps.)"""
-    with _authenticated_lock:
-        _authenticated.clear()
+    _authenticated.forget()
 
 
 # How long a token that logged out may still list the tools that need no scope and end its session.

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta
 from typing import Any
 
-from cachetools import TTLCache
 from django.conf import settings
 from django.db.models import Avg, Count, Q, QuerySet
 from django.utils import timezone
@@ -15,6 +13,7 @@ from accounts import cache_stats
 from accounts.models import AuditEvent, McpSession, PersonalToken, Scope, ToolCall
 from core.caller import Caller
 from core.errors import InvalidInput, NotFound
+from core.process_cache import ProcessCache
 
 
 def caller_describe(*, caller: Caller) -> dict[str, Any]:
@@ -70,8 +69,7 @@ def scope_list() -> QuerySet[Scope]:
 # session is served by one lookup. A session closed here is forgotten at once
 # (accounts.services.mcp_session_close), one closed by another process within the second.
 SESSION_CACHE_SECONDS = 1.0
-_sessions: TTLCache = TTLCache(maxsize=4096, ttl=SESSION_CACHE_SECONDS)
-_sessions_lock = threading.Lock()
+_sessions = ProcessCache(SESSION_CACHE_SECONDS)
 
 
 def mcp_session_find(*, caller: Caller, session_id: str) -> McpSession | None:
@@ -80,8 +78,7 @@ def mcp_session_find(*, caller: Caller, session_id: str) -> McpSession | None:
     A session id presented by another user is treated as unknown: ids are bearer-like and
     must not let one user ride on another's connection.
     """
-    with _sessions_lock:
-        session = _sessions.get(session_id)
+    session = _sessions.get(session_id)
     if session is not None and session.user_id == caller.user.pk:
         cache_stats.record("sessions", hit=True)
         return session
@@ -91,18 +88,13 @@ def mcp_session_find(*, caller: Caller, session_id: str) -> McpSession | None:
     ).first()
     cache_stats.record("sessions", hit=session is not None)
     if session is not None:
-        with _sessions_lock:
-            _sessions[session_id] = session
+        _sessions.set(session_id, session)
     return session
 
 
 def sessions_forget(session_id: str | None = None) -> None:
     """Forget one session this process has found (a closed one), or every one."""
-    with _sessions_lock:
-        if session_id is None:
-            _sessions.clear()
-        else:
-            _sessions.pop(session_id, None)
+    _sessions.forget(session_id)
 
 
 SECURITY_ACTIONS = ("token", "oauth", "gatekeeper")

@@ -5,13 +5,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-import threading
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from cachetools import TTLCache
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Q
@@ -22,6 +20,7 @@ from accounts.models import AuditEvent, McpSession, PersonalToken, RedeemedCode,
 from accounts.selectors import sessions_forget
 from core.caller import Caller
 from core.errors import Forbidden, InvalidInput
+from core.process_cache import ProcessCache
 
 logger = logging.getLogger(__name__)
 
@@ -193,8 +192,7 @@ def credential_key(caller: Caller) -> str:
 
 # Standing sessions this process has looked up, for a second (as accounts.authentication keeps
 # tokens): one closed here is forgotten at once, one closed elsewhere within the second.
-_standing: TTLCache = TTLCache(maxsize=4096, ttl=1.0)
-_standing_lock = threading.Lock()
+_standing = ProcessCache(1.0)
 
 
 def mcp_session_of_credential(*, caller: Caller, protocol_version: str, client_name: str = "",
@@ -203,20 +201,17 @@ def mcp_session_of_credential(*, caller: Caller, protocol_version: str, client_n
     session per credential, opened on first use and shared by every process (one row, unique
     while open), closed by auth_logout like any other."""
     key = credential_key(caller)
-    with _standing_lock:
-        session = _standing.get(key)
+    session = _standing.get(key)
     if session is None or session.user_id != caller.user.pk:
         session = _standing_find(caller, key, protocol_version, client_name, client_version)
-        with _standing_lock:
-            _standing[key] = session
+        _standing.set(key, session)
     mcp_session_touch(session)
     return session
 
 
 def standing_forget() -> None:
     """Forget the sessions this process has looked up, standing ones and by id."""
-    with _standing_lock:
-        _standing.clear()
+    _standing.forget()
     sessions_forget()
 
 
@@ -259,8 +254,7 @@ def mcp_session_close(*, caller: Caller, session: McpSession) -> None:
     session.closed_at = timezone.now()
     sessions_forget(session.pk)
     if session.credential_key:
-        with _standing_lock:
-            _standing.pop(session.credential_key, None)
+        _standing.forget(session.credential_key)
 
 
 def code_redemption_record(*, code: str, client_id: str, token_family: uuid.UUID) -> RedeemedCode:

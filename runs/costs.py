@@ -3,13 +3,11 @@ text's length, priced with the configured models."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from cachetools import TTLCache
-
+from core.process_cache import ProcessCache
 from workflows.models import ConfiguredModel
 
 CHARS_PER_TOKEN = 4
@@ -27,27 +25,23 @@ class Charge:
 # The configured models (a curated list of dozens), read once a second at most by each process:
 # every answer of a run asks for the default model and a price. A change made in this process is
 # seen at once (models_forget, connected in runs.apps), one made elsewhere within the second.
-_catalogue: TTLCache = TTLCache(maxsize=1, ttl=1.0)
-_catalogue_lock = threading.Lock()
+_catalogue = ProcessCache(1.0, maxsize=1)
 
 
 def _models() -> tuple[str | None, dict[str, tuple[Decimal, Decimal]]]:
     """(the active default model, or None; each model's input and output price per million tokens)."""
-    with _catalogue_lock:
-        known = _catalogue.get("models")
+    known = _catalogue.get("models")
     if known is None:
         rows = list(ConfiguredModel.objects.order_by("model_id").values_list(
             "model_id", "is_default", "active", "input_usd_per_mtok", "output_usd_per_mtok"))
         default = next((model for model, is_default, active, _, _ in rows if is_default and active), None)
         known = (default, {model: (prices_in, prices_out) for model, _, _, prices_in, prices_out in rows})
-        with _catalogue_lock:
-            _catalogue["models"] = known
+        _catalogue.set("models", known)
     return known
 
 
 def models_forget(**_: Any) -> None:
-    with _catalogue_lock:
-        _catalogue.clear()
+    _catalogue.forget()
 
 
 def default_model() -> str | None:

@@ -1,13 +1,13 @@
 """Who a token is stays known to a process for at most a second (accounts.authentication)."""
 
 import pytest
-from cachetools import TTLCache
 from django.utils import timezone
 
 from accounts import authentication
 from accounts.models import PersonalToken
 from accounts.services import token_revoke
 from core.caller import Caller
+from core.process_cache import ProcessCache
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ class Clock:
 def clock(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(authentication, "_authenticated",
-                        TTLCache(maxsize=16, ttl=authentication.AUTH_CACHE_SECONDS, timer=clock))
+                        ProcessCache(authentication.AUTH_CACHE_SECONDS, timer=clock))
     return clock
 
 

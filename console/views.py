@@ -9,7 +9,7 @@ import difflib
 import json
 import tempfile
 import zipfile
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -352,12 +352,9 @@ def connect(request: HttpRequest) -> HttpResponse:
     chosen) and fills it in, shown this once."""
     raw, error = "", ""
     if request.method == "POST":
-        days = request.POST.get("expires", "90")
         try:
-            if days not in dict(EXPIRIES):
-                raise InvalidInput("Choose when the token expires.", code="invalid_expiry")
             label = request.POST.get("label", "").strip() or CONNECT_LABEL
-            expires_at = timezone.now() + timedelta(days=int(days)) if days else None
+            expires_at = _expiry(request.POST.get("expires", "90"))
             _, raw = account_services.token_create(caller=_caller(request), user=request.user, label=label,
                                                    expires_at=expires_at)
         except DomainError as exc:
@@ -371,6 +368,13 @@ def connect(request: HttpRequest) -> HttpResponse:
 # --- tokens --------------------------------------------------------------------------------
 
 EXPIRIES = (("", "Never"), ("7", "In 7 days"), ("30", "In 30 days"), ("90", "In 90 days"), ("365", "In a year"))
+
+
+def _expiry(days: str) -> datetime | None:
+    """When a token chosen to expire in `days` (one of EXPIRIES; "" for never) expires."""
+    if days not in dict(EXPIRIES):
+        raise InvalidInput("Choose when the token expires.", code="invalid_expiry")
+    return timezone.now() + timedelta(days=int(days)) if days else None
 
 
 def _tokens_page(request: HttpRequest, *, raw: str = "", error: str = "", form: dict[str, Any] | None = None,
@@ -391,14 +395,11 @@ def tokens(request: HttpRequest) -> HttpResponse:
         return _tokens_page(request)
     form = {"label": request.POST.get("label", "").strip(), "scopes": request.POST.getlist("scopes"),
             "expires": request.POST.get("expires", "")}
-    days = dict(EXPIRIES)
     try:
-        if form["expires"] not in days:
-            raise InvalidInput("Choose when the token expires.", code="invalid_expiry")
+        expires_at = _expiry(form["expires"])
         if not form["scopes"]:
             raise InvalidInput("Choose at least one scope: a token without scopes can do nothing.",
                                code="scopes_required")
-        expires_at = timezone.now() + timedelta(days=int(form["expires"])) if form["expires"] else None
         _, raw = account_services.token_create(caller=_caller(request), user=request.user, label=form["label"],
                                                scopes=form["scopes"], expires_at=expires_at)
     except DomainError as exc:

@@ -226,9 +226,7 @@ def _post(server: DjangoMCP, request: HttpRequest, body: Any, caller: Caller) ->
     try:
         if modern:
             version = protocol.check_modern(message, {name.lower(): value for name, value in request.headers.items()})
-            client = protocol.client_info(message)
-            session = mcp_session_of_credential(caller=caller, protocol_version=version, client_name=client[0],
-                                                client_version=client[1]) if message.method == "tools/call" else None
+            session = None
         else:
             protocol.check_legacy_version(header_version)
             session = None
@@ -259,6 +257,11 @@ def _post(server: DjangoMCP, request: HttpRequest, body: Any, caller: Caller) ->
             if scope is not None:
                 return insufficient_scope(message_id, name, scope)
 
+    if modern and message.method == "tools/call" and not message.notification:
+        # Opened only for a call that is about to run: a refused one leaves no session behind.
+        name, client_version = protocol.client_info(message)
+        caller = caller.with_session(mcp_session_of_credential(
+            caller=caller, protocol_version=version, client_name=name, client_version=client_version))
     reply = protocol.answer(server, message, caller, modern=modern)
     if reply.opened is not None:
         opened = reply.opened

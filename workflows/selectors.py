@@ -112,7 +112,11 @@ def resolves_to(*, referrer: Workflow, target: Workflow, shadow_ids: set[str]) -
 
 def workflow_referrers(*, scope: Scope, workflow_id: str) -> list[tuple[Workflow, str]]:
     """Every (workflow, node id) in the scope whose subworkflow node names `workflow_id`, any source."""
-    found = []
+    found: list[tuple[Workflow, str]] = []
+    if len(workflow_id) > Workflow._meta.get_field("workflow_id").max_length:
+        # No workflow has such an id, so nothing can name it; and SQLite refuses a LIKE pattern
+        # past 50,000 bytes.
+        return found
     # Only a text that mentions the id can reference it: the database narrows, the config decides.
     candidates = visible(scope=scope).filter(yaml_text__contains=workflow_id)
     for workflow in candidates.select_related("project").order_by("workflow_id", "project_id"):

@@ -186,7 +186,7 @@ class RunListStartView(RunsApiView):
             host=params.get("host"), caps=engine.caps_from(usd=params.get("spending_cap_usd"),
                                                            tokens=params.get("spending_cap_tokens")))
         result = selectors.start_result(run)
-        engine.steps_shown_record(caller=caller, result=result)
+        engine.steps_shown_record(caller=caller, result=result, started=True)
         return Response(result, status=status.HTTP_201_CREATED)
 
 

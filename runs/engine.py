@@ -2,8 +2,10 @@
 
 `run_start` creates a run and drives it: script, condition and subworkflow nodes run at once,
 and the run pauses at the first node that needs an answer (runs.nodes). `run_answer` applies
-an answer under the run's row lock, then drives on. Every transition is committed before the
-next node starts, so a run survives a restart at any point.
+an answer under the run's row lock, then drives on in the same transaction, up to the next pause
+or end, the next script or the next child run: a run survives a restart at any point, and a crash
+mid-way loses only the answer in flight, which its client sees fail. The run's row is written once
+per transaction, and each node visit once when it pauses or ends.
 
 Script nodes run in a separate process (runs.sandbox), handed to a Celery worker when a broker is
 set, else to a thread of this process (runs.scripts); a web request waits for scripts at most
@@ -21,6 +23,8 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -81,12 +85,44 @@ RUN_PROGRESS = [field.name for field in Run._meta.concrete_fields if field.name 
 
 
 def _save(run: Run) -> None:
+    if getattr(run, "_save_pending", None) is not None:
+        run._save_pending = True
+        return
     run.save(update_fields=RUN_PROGRESS)
+
+
+@contextmanager
+def _saved_once(run: Run) -> Iterator[None]:
+    """Within: the engine's saves of `run` are one UPDATE at the end. Driving a run through an answer,
+    a condition and the next pause touches the row three or four times; no one else can see it
+    meanwhile (the row is locked, or not yet committed), so only the last state needs writing."""
+    if getattr(run, "_save_pending", None) is not None:
+        yield  # an outer block saves it
+        return
+    run._save_pending = False
+    try:
+        yield
+    except BaseException:
+        del run._save_pending
+        raise
+    pending = run._save_pending
+    del run._save_pending
+    if pending:
+        _save(run)
 
 
 def run_locked(run_id: str) -> Run:
     """The run, under its row lock: call inside transaction.atomic()."""
     return Run.objects.select_for_update(of=("self",)).select_related("project").get(pk=run_id)
+
+
+def _run_locked_in(scope: Scope, run_id: str) -> Run:
+    """run_get and run_locked in one statement: the caller's run (of any kind), under its row lock."""
+    run = Run.objects.select_for_update(of=("self",)).select_related("project").filter(
+        pk=run_id, owner=scope.owner, project=scope.project).first()
+    if run is None:
+        raise run_not_found()
+    return run
 
 
 def _definition_node(run: Run, node_id: str) -> dict[str, Any]:
@@ -98,8 +134,17 @@ def _model_for(run: Run, node: dict[str, Any]) -> str:
 
 
 def paused_node(run: Run) -> NodeRun | None:
-    return run.nodes.filter(node_id=run.current_node, status=NodeRun.Status.PAUSED, parent=None).order_by(
+    # The engine keeps on the run object the visit it last paused at (or read), so a result built
+    # from the run it just drove reads nothing again. It is used only while it still matches the
+    # object's own state: anything that moved the run on also changed these fields in memory.
+    known = getattr(run, "_paused_node", None)
+    if (known is not None and run.status == Run.Status.PAUSED and known.status == NodeRun.Status.PAUSED
+            and known.node_id == run.current_node and known.pk is not None):
+        return known
+    node_run = run.nodes.filter(node_id=run.current_node, status=NodeRun.Status.PAUSED, parent=None).order_by(
         "-seq").first()
+    run._paused_node = node_run
+    return node_run
 
 
 # --- starting --------------------------------------------------------------------------------------
@@ -169,10 +214,12 @@ def _audit(caller: Caller, run: Run, verb: str, **detail: Any) -> None:
 def run_start(*, caller: Caller, scope: Scope, workflow_id: str, source: str | None, context: dict[str, Any] | None,
               host: str | None, caps: Caps, kind: str = Run.Kind.REAL) -> Run:
     workflow = workflow_find(scope=scope, workflow_id=workflow_id, source=source)
-    run = run_create(caller=caller, scope=scope, definition=workflow.config, context=context, workflow=workflow,
-                     workflow_key=workflow.workflow_id, source=workflow.source, host=host, caps=caps, kind=kind)
-    drive(run.pk)
-    return Run.objects.get(pk=run.pk)
+    with transaction.atomic():
+        run = run_create(caller=caller, scope=scope, definition=workflow.config, context=context, workflow=workflow,
+                         workflow_key=workflow.workflow_id, source=workflow.source, host=host, caps=caps, kind=kind)
+        # Not committed yet, so no one else can see it: driven here without a lock of its own.
+        action, target = _advance(run)
+    return _drive_on(run, action, target)
 
 
 def run_dispatch(run_id: str) -> None:
@@ -270,10 +317,11 @@ def _enter(run: Run, node_id: str) -> NodeRun | None:
         return None
     run.visits = {**run.visits, node_id: visits}
     _save(run)
-    # Every visit opens one NodeRun, so the visits so far number them.
+    # Every visit opens one NodeRun, so the visits so far number them. It is written by whatever the
+    # node's type does with it first (pauses it, decides it, hands it to a worker): one INSERT.
     seq = sum(run.visits.values()) - 1
-    return NodeRun.objects.create(run=run, seq=seq, node_id=node_id, node_type=node["type"],
-                                  status=NodeRun.Status.RUNNING, attempts=visits)
+    return NodeRun(run=run, seq=seq, node_id=node_id, node_type=node["type"], status=NodeRun.Status.RUNNING,
+                   attempts=visits)
 
 
 def template_scope(run: Run) -> dict[str, Any]:
@@ -332,6 +380,7 @@ def _pause(run: Run, node_run: NodeRun, node: dict[str, Any]) -> bool:
     node_run.save()
     run.status = Run.Status.PAUSED
     run.updated_at = timezone.now()
+    run._paused_node = node_run
     _save(run)
     return True
 
@@ -408,6 +457,7 @@ def _run_script(run: Run, node_run: NodeRun, node: dict[str, Any]) -> tuple[str,
         node_complete(node_run, status=NodeRun.Status.FAILED, error=str(exc))
         run_fail(run, f"Node {node_run.node_id!r} could not start: {exc}")
         return "stop", None
+    node_run.save()
     return "script", node_run.pk
 
 
@@ -424,30 +474,68 @@ RUNNERS: dict[str, Any] = {"condition": _run_condition, "end": _run_end, "subwor
 node_types_check(RUNNERS)
 
 
-def _step_once(run_id: str) -> tuple[str, Any]:
-    """Advance one node under the lock. Returns what to do next outside it:
+# How many nodes one transaction drives at most; a longer stretch of conditions commits and goes on
+# in the next, so no transaction holds the run's lock for long.
+NODES_PER_TRANSACTION = 50
+
+
+def _advance(run: Run) -> tuple[str, Any]:
+    """Drive the run (locked, or not yet committed) through every node that needs neither an
+    answer nor a worker, saving it once. Returns what to do next outside the transaction:
     ("stop", None), ("again", None), ("script", node_run_id) or ("child", child_run_id)."""
+    with _saved_once(run):
+        for _ in range(NODES_PER_TRANSACTION):
+            if run.status != Run.Status.RUNNING:
+                return "stop", None
+            node_id = run.current_node
+            node = _definition_node(run, node_id)
+            node_run = _enter(run, node_id)
+            if node_run is None:
+                return "stop", None
+            action, target = RUNNERS[node["type"]](run, node_run, node)
+            if action != "again":
+                return action, target
+        return ("again" if run.status == Run.Status.RUNNING else "stop"), None
+
+
+def _step_once(run_id: str) -> tuple[Run, str, Any]:
+    """Drive the run on under its lock: the run as it was left, and what to do next (`_advance`)."""
     with transaction.atomic():
         run = run_locked(run_id)
-        if run.status != Run.Status.RUNNING:
-            return "stop", None
-        node_id = run.current_node
-        node = _definition_node(run, node_id)
-        node_run = _enter(run, node_id)
-        if node_run is None:
-            return "stop", None
-        return RUNNERS[node["type"]](run, node_run, node)
+        return run, *_advance(run)
 
 
-def drive(run_id: str, *, inline_scripts: bool = False) -> None:
+def _drive_on(run: Run, action: str, target: Any) -> Run:
+    """After a transaction that drove `run` and left (`action`, `target`) to do: the rest of `drive`,
+    and the run as it stands. Where nothing was left to do, the object in hand is the run as committed."""
+    if action == "stop":
+        _settled(run, inline_scripts=False)
+        return run
+    drive(run.pk, first=(run, action, target))
+    return Run.objects.select_related("project").get(pk=run.pk)
+
+
+def _settled(run: Run, *, inline_scripts: bool) -> None:
+    """The run stopped (paused or ended): its parent moves on if it ended, and a model answers its
+    step if the step is the model's."""
+    from runs import answerers
+
+    if run.parent_id and run.is_terminal:
+        _resume_parent(run, inline_scripts=inline_scripts)
+    answerers.after_pause(run.pk)
+
+
+def drive(run_id: str, *, inline_scripts: bool = False, first: tuple[Run, str, Any] | None = None) -> None:
     """Run every node that needs no answer, until the run pauses or ends. Script nodes go to a
     worker unless `inline_scripts` (a worker runs them itself); the caller waits for them at most
-    ATRIUM_SCRIPT_WAIT_SECONDS in all, then the run goes on without it."""
-    from runs import answerers, scripts
+    ATRIUM_SCRIPT_WAIT_SECONDS in all, then the run goes on without it. `first` is what a caller's
+    own transaction already drove (`_advance`), to carry on from."""
+    from runs import scripts
 
     deadline: float | None = None
     while True:
-        action, target = _step_once(run_id)
+        run, action, target = first if first is not None else _step_once(run_id)
+        first = None
         if action == "again":
             continue
         if action == "child":
@@ -464,8 +552,7 @@ def drive(run_id: str, *, inline_scripts: bool = False) -> None:
             if scripts.script_dispatch(target, deadline=deadline):
                 continue  # the script ended within the wait and its result is applied: go on here
             return  # whoever runs the script carries the run on
-        _settle_parent(run_id, inline_scripts=inline_scripts)
-        answerers.after_pause(run_id)
+        _settled(run, inline_scripts=inline_scripts)
         return
 
 
@@ -572,26 +659,25 @@ def run_answer(*, caller: Caller, scope: Scope, run_id: str, tool: str, payload:
     run's row lock, before anything else: of racing answers to one step exactly one is applied and
     every other is refused with not_waiting, and an answer is never applied to a later step that
     happens to be of the same type. A person's choice at a human node is audited; a model's
-    answers are kept as the node's turns."""
-    run = run_get(scope=scope, run_id=run_id, kind=None)
+    answers are kept as the node's turns.
+
+    The answer and the nodes it leads through, up to the next pause, are one transaction under
+    the lock (unless a script or a child run comes first): the run, the answered visit, its turn
+    and the next visit are each written once."""
     viewer = viewer_key(caller)
     digest = _answer_digest(tool, payload)
     with transaction.atomic():
-        locked = run_locked(run.pk)
-        node_run = _step_answered(locked, viewer=viewer, step_id=step_id, digest=digest)
+        run = _run_locked_in(scope, run_id)
         # Consumed in the same transaction as the answer: a second answer from this viewer, racing
         # or retried, finds nothing shown to it until this answer's result shows the next step.
-        _shown_set(locked.pk, viewer, step_id="", answered_step_id=node_run.step_id, answer_digest=digest,
-                   updated_at=timezone.now())
-        decided = _apply_answer(locked, node_run, tool, payload)
-        if tool == "resume_run" and run.kind == Run.Kind.REAL:
-            _audit(caller, run, "resume", node=node_run.node_id, choice=payload["transition"])
-    if decided:
-        drive(run.pk)
-    else:
-        # The answer may have stopped the run (a cap, a failing node): a parent waiting on it moves on.
-        _settle_parent(run.pk, inline_scripts=False)
-    return Run.objects.get(pk=run.pk)
+        node_run = _step_consumed(run, viewer=viewer, step_id=step_id, digest=digest)
+        with _saved_once(run):
+            decided = _apply_answer(run, node_run, tool, payload)
+            if tool == "resume_run" and run.kind == Run.Kind.REAL:
+                _audit(caller, run, "resume", node=node_run.node_id, choice=payload["transition"])
+            # Not decided, the answer may still have stopped the run (a cap, a failing node).
+            action, target = _advance(run) if decided else ("stop", None)
+    return _drive_on(run, action, target)
 
 
 def viewer_key(caller: Caller) -> str:
@@ -613,47 +699,60 @@ def _not_waiting(detail: str) -> RunError:
                     "step and answer it with its stepId.", code="not_waiting")
 
 
-def _step_answered(run: Run, *, viewer: str, step_id: str | None, digest: str) -> NodeRun:
-    """The paused NodeRun this answer is for, on the locked run, or a refusal."""
+def _step_consumed(run: Run, *, viewer: str, step_id: str | None, digest: str) -> NodeRun:
+    """The paused NodeRun this answer is for, on the locked run, recorded as answered by `viewer`;
+    or a refusal."""
     node_run = paused_node(run) if run.status == Run.Status.PAUSED else None
     current = node_run.step_id if node_run is not None else None
+    consumed = {"step_id": "", "answered_step_id": current, "answer_digest": digest, "updated_at": timezone.now()}
     if step_id is not None:
         # Checked first, even on a run that has ended: the loser of a race is told its step is
         # gone, whatever the winning answer did to the run.
         if step_id != current:
             moved = f"the run is {run.status}" if run.is_terminal else "another answer was applied, or the run moved on"
             raise _not_waiting(f"step {step_id} is no longer pending ({moved}).")
+        _shown_set(run.pk, viewer, **consumed)
         return node_run
     if run.is_terminal:
         raise RunError(f"The run is already {run.status}.", code="run_terminal")
-    seen = StepShown.objects.select_for_update().filter(run=run, viewer=viewer).first()
+    # The check and the record in one statement: the step shown to this viewer is the one pending,
+    # and this is not the answer it last gave.
+    if current is not None and StepShown.objects.filter(run=run, viewer=viewer, step_id=current).exclude(
+            answer_digest=digest).update(**consumed):
+        return node_run
+    raise _refusal(run, viewer=viewer, current=current, digest=digest)
+
+
+def _refusal(run: Run, *, viewer: str, current: str | None, digest: str) -> RunError:
+    """Why an answer without a stepId is not for the step pending now."""
+    seen = StepShown.objects.filter(run=run, viewer=viewer).first()
     if seen is None or not seen.step_id:
-        raise _not_waiting("no step of this run was shown to you since your last answer.")
+        return _not_waiting("no step of this run was shown to you since your last answer.")
     if seen.step_id != current:
-        raise _not_waiting("the step you were shown was answered meanwhile.")
-    if seen.answer_digest == digest:
-        # Shown only in the result of that same answer: most likely a retry of it, which must not
-        # land on the next step. A stepId (or a get_run_status first) says it is meant.
-        raise _not_waiting(f"this exact answer was just applied to step {seen.answered_step_id}.")
-    return node_run
+        return _not_waiting("the step you were shown was answered meanwhile.")
+    # Shown only in the result of that same answer: most likely a retry of it, which must not land
+    # on the next step. A stepId (or a get_run_status first) says it is meant.
+    return _not_waiting(f"this exact answer was just applied to step {seen.answered_step_id}.")
 
 
-def steps_shown_record(*, caller: Caller, result: dict[str, Any], after_answer: bool = False) -> None:
+def steps_shown_record(*, caller: Caller, result: dict[str, Any], after_answer: bool = False,
+                       started: bool = False) -> None:
     """Remember the pending step a result showed to the caller's viewer. A step shown by a read
-    (get_run_status) clears the memory of the viewer's last answer: it has seen the new step."""
+    (get_run_status) clears the memory of the viewer's last answer: it has seen the new step.
+    `started`: the result of starting the run, so no one was shown any of its steps before."""
     step = result.get("pendingStep")
     if step is None:
         return
     defaults: dict[str, Any] = {"step_id": step["stepId"], "updated_at": timezone.now()}
     if not after_answer:
         defaults.update(answered_step_id="", answer_digest="")
-    _shown_set(step["runId"], viewer_key(caller), **defaults)
+    _shown_set(step["runId"], viewer_key(caller), first=started, **defaults)
 
 
-def _shown_set(run_id: str, viewer: str, **fields: Any) -> None:
+def _shown_set(run_id: str, viewer: str, *, first: bool = False, **fields: Any) -> None:
     """Set what was last shown to `viewer` of the run: one UPDATE, or the row's first INSERT (where
-    two race to make it, the loser updates the winner's)."""
-    if StepShown.objects.filter(run_id=run_id, viewer=viewer).update(**fields):
+    two race to make it, the loser updates the winner's). `first`: there is no row yet to update."""
+    if not first and StepShown.objects.filter(run_id=run_id, viewer=viewer).update(**fields):
         return
     try:
         with transaction.atomic():
@@ -681,7 +780,7 @@ def _apply_answer(run: Run, node_run: NodeRun, tool: str, payload: dict[str, Any
         node_complete(node_run, status=NodeRun.Status.FAILED, error=str(exc))
         run_fail(run, f"Node {node_run.node_id!r} failed: {exc}")
         return False
-    node_run.save()
+    # The visit's state as the answer left it is written by whichever save below comes first.
     if _check_caps(run):
         node_complete(node_run, status=NodeRun.Status.FAILED, error="Stopped by the spending cap.")
         return False

@@ -85,7 +85,7 @@ class RunTools(Toolset):
         run = engine.run_start(caller=self.caller, scope=self._scope(cwd, global_), workflow_id=workflow_id,
                                source=source, context=context, host=host, caps=caps)
         result = selectors.start_result(run)
-        engine.steps_shown_record(caller=self.caller, result=result)
+        engine.steps_shown_record(caller=self.caller, result=result, started=True)
         return result
 
     @tool(name="get_run_status", title="Run status", scope=READ, read_only=True, destructive=False, idempotent=True,

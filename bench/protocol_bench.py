@@ -5,10 +5,19 @@ element. Both are driven by the official SDK client of the current major version
 in the venv of tests/live/sdk/requirements.txt): get_element, list_elements page 1 and
 search_elements (a word in 1% of the elements) one at a time (p50, p95), then a read mix of the
 three from 1, 8 and 32 concurrent clients (calls per second), over stdio and over HTTP (gunicorn
-with one process, and with two). Every figure is also given as a ratio to the floor's.
+with one process, and with two). At the first size it also runs a three-step workflow again and
+again (start_workflow, then advance_run for a draft and a verdict) from 1 and 8 clients: runs
+completed per second. Every figure is also given as a ratio to the floor's: a latency as a
+multiple of it, a throughput as a fraction of it, and runs as the calls they took per second
+(three a run) over the floor's calls per second with as many clients.
 
-    .venv/bin/python bench/protocol_bench.py [--sizes 1000,10000] [--calls 300] [--mix-seconds 10]
-        [--database-url postgres://postgres@127.0.0.1:5432/postgres] [--clients 1,8,32] [--processes 1,2]
+Each database named in --databases (`sqlite`, or a PostgreSQL URL) gets its own pass, the floor
+measured again at its start. With --previous, a report this script wrote before, each figure is
+also given as a ratio to the same figure there. The report is printed, and written to --out.
+
+    .venv/bin/python bench/protocol_bench.py [--sizes 1000,10000,100000] [--calls 300] [--mix-seconds 8]
+        [--databases sqlite,postgres://postgres@127.0.0.1:5432/postgres] [--clients 1,8,32] [--processes 1,2]
+        [--run-clients 1,8] [--run-seconds 10] [--previous bench/results/protocol.json] [--out FILE]
 """
 
 import argparse
@@ -24,7 +33,7 @@ from pathlib import Path
 
 import httpx
 from elements_bench import NEEDLE, seeded
-from harness import BASE_DIR, free_port, processes_stop
+from harness import BASE_DIR, REVIEW_LOOP, free_port, manage, processes_stop
 
 sys.path.insert(0, str(BASE_DIR))
 from tests.live.sdk_current import current_sdk_python
@@ -76,8 +85,11 @@ def floor(python: Path, args: argparse.Namespace) -> dict:
     return result
 
 
-def atrium(python: Path, env: dict[str, str], token: str, size: int, args: argparse.Namespace) -> dict:
+def atrium(python: Path, env: dict[str, str], token: str, size: int, args: argparse.Namespace, *,
+           runs: bool) -> dict:
     spec = {"cases": cases(size), "calls": args.calls, "clients": args.client_counts, "mix_seconds": args.mix_seconds}
+    if runs:
+        spec["runs"] = {"workflow_id": "bench", "clients": args.run_client_counts, "seconds": args.run_seconds}
     result = {"stdio": load(python, {**spec, "server": {
         "command": [sys.executable, str(BASE_DIR / "manage.py"), "mcp_stdio", "--user", "bench"], "env": env}})}
     for processes in args.process_counts:
@@ -95,26 +107,76 @@ def atrium(python: Path, env: dict[str, str], token: str, size: int, args: argpa
 
 
 def ratios(figures: dict, floor_figures: dict) -> dict:
-    """Each latency as a multiple of the floor's; each throughput as a fraction of it."""
-    out = {"latency": {}, "throughput": {}}
+    """Each latency as a multiple of the floor's; each throughput as a fraction of it; runs as the
+    calls they took per second over the floor's calls per second with as many clients (over stdio,
+    where the floor has one client and no throughput, over its get_element)."""
+    out = {"latency": {}, "throughput": {}, "runs": {}}
     for name, latency in figures["latency"].items():
         out["latency"][name] = round(latency["p50_ms"] / floor_figures["latency"][name]["p50_ms"], 2)
     for clients, rate in figures.get("throughput", {}).items():
         out["throughput"][clients] = round(rate / floor_figures["throughput"][clients], 2)
+    for clients, runs in figures.get("runs", {}).items():
+        floor_rate = (floor_figures["throughput"].get(clients)
+                      or 1000 / floor_figures["latency"]["get_element"]["p50_ms"])
+        out["runs"][clients] = round(runs["runs_per_s"] * 3 / floor_rate, 2)
     return out
+
+
+def against(figures: dict, previous: dict | None) -> dict:
+    """Each figure as a ratio to the same figure of a previous report (now / then)."""
+    if not previous:
+        return {}
+    out: dict = {}
+    for name, latency in figures["latency"].items():
+        if name in previous.get("latency", {}):
+            out[f"{name}_p50"] = round(latency["p50_ms"] / previous["latency"][name]["p50_ms"], 2)
+    for clients, rate in figures.get("throughput", {}).items():
+        if clients in previous.get("throughput", {}):
+            out[f"calls_per_s_{clients}"] = round(rate / previous["throughput"][clients], 2)
+    for clients, runs in figures.get("runs", {}).items():
+        if clients in previous.get("runs", {}):
+            out[f"runs_per_s_{clients}"] = round(runs["runs_per_s"] / previous["runs"][clients]["runs_per_s"], 2)
+    return out
+
+
+def database_pass(python: Path, database: str, args: argparse.Namespace, previous: dict, workdir: Path) -> dict:
+    """The floor, then Atrium at each size, on one database (`sqlite` or a PostgreSQL URL)."""
+    base_url = None if database == "sqlite" else database
+    result = {"floor": floor(python, args), "sizes": {}}
+    print(json.dumps({"floor": result["floor"]}), file=sys.stderr)
+    for index, size in enumerate(args.size_list):
+        with seeded(base_url, size, workdir) as (env, token, _):
+            flows = workdir / "flows"
+            flows.mkdir(exist_ok=True)
+            (flows / "bench.yaml").write_text(REVIEW_LOOP)
+            manage(env, "sync_workflows", str(flows), "--global", "--user", "bench")
+            figures = atrium(python, env, token, size, args, runs=index == 0)
+        entry = {kind: {**measured, "vs_floor": ratios(measured, result["floor"][kind.split("_")[0]]),
+                        "vs_previous": against(measured, previous.get("sizes", {}).get(str(size), {}).get(kind))}
+                 for kind, measured in figures.items()}
+        result["sizes"][str(size)] = entry
+        print(json.dumps({size: entry}), file=sys.stderr)
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--mix-seconds", type=float, default=10)
+    parser.add_argument("--mix-seconds", type=float, default=8)
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--processes", default="1,2")
-    parser.add_argument("--database-url")
+    parser.add_argument("--run-clients", default="1,8")
+    parser.add_argument("--run-seconds", type=float, default=10)
+    parser.add_argument("--databases", default="sqlite")
+    parser.add_argument("--previous", type=Path)
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    args.size_list = [int(s) for s in args.sizes.split(",")]
     args.client_counts = [int(c) for c in args.clients.split(",")]
     args.process_counts = [int(p) for p in args.processes.split(",")]
+    args.run_client_counts = [int(c) for c in args.run_clients.split(",")]
+    previous = json.loads(args.previous.read_text())["databases"] if args.previous else {}
 
     python = current_sdk_python()
     sdk = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
@@ -122,21 +184,18 @@ def main() -> None:
     from importlib.metadata import version
 
     report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-              "server_sdk": version("mcp"), "client_sdk": sdk,
-              "database": "postgresql" if args.database_url else "sqlite", "floor": floor(python, args), "sizes": {}}
-    print(json.dumps({"floor": report["floor"]}), file=sys.stderr)
+              "date": time.strftime("%Y-%m-%d"), "server_sdk": version("mcp"), "client_sdk": sdk, "databases": {}}
     workdir = Path(tempfile.mkdtemp(prefix="bench-", dir=BASE_DIR / "var"))
     try:
-        for size in (int(s) for s in args.sizes.split(",")):
-            with seeded(args.database_url, size, workdir) as (env, token, _):
-                figures = atrium(python, env, token, size, args)
-            entry = {kind: {**measured, "vs_floor": ratios(measured, report["floor"][kind.split("_")[0]])}
-                     for kind, measured in figures.items()}
-            report["sizes"][size] = entry
-            print(json.dumps({size: entry}), file=sys.stderr)
+        for database in args.databases.split(","):
+            kind = "sqlite" if database == "sqlite" else "postgresql"
+            report["databases"][kind] = database_pass(python, database, args, previous.get(kind, {}), workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(json.dumps(report, indent=2))
+    text = json.dumps(report, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,23 @@ class Element(models.Model):
         return f"{self.element_type} {self.name}"
 
 
+class ElementCount(models.Model):
+    """How many elements of one type an owner has, kept by the database's own triggers (see
+    elements.counts) on every insert, delete and change of owner or type, whatever made it: a
+    service, admin, a bulk insert or a cascade. A list without filters reads its total here
+    instead of counting the whole index range."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    element_type = models.CharField(max_length=16)
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "element_type"], name="element_count_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.owner_id}: {self.count} {self.element_type}"
+
+
 class ElementRevision(models.Model):
     """An immutable snapshot taken at every save, and before a delete (the backup)."""
 

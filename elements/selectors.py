@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Case, CharField, Exists, FloatField, OuterRef, Q, QuerySet, Value, When
+from django.db.models import BooleanField, Case, CharField, Exists, FloatField, OuterRef, Q, QuerySet, Sum, Value, When
 from django.db.models.expressions import RawSQL
 
 from accounts.models import AuditEvent, McpSession, ToolCall
@@ -23,7 +23,7 @@ from core.caller import Caller
 from core.errors import InvalidInput, NotFound
 from core.versions import row_version
 from elements.gatekeeper import Held, Policy, policy_from, policy_from_tools
-from elements.models import Activation, Confirmation, Element, ElementRevision, MemoryEntry, UserSettings
+from elements.models import Activation, Confirmation, Element, ElementCount, ElementRevision, MemoryEntry, UserSettings
 from elements.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, ElementType
 
 SORT_FIELDS = {"name": "name", "created": "created", "modified": "modified", "version": "version_key"}
@@ -198,8 +198,19 @@ def element_page(*, caller: Caller, query: ListQuery) -> tuple[list[Element], in
         ids = list(elements.order_by(*order).values_list("pk", flat=True)[window])
         rows = Element.objects.only(*LIST_COLUMNS).in_bulk(ids)
         page = [rows[pk] for pk in ids]
-    # A separate count beats COUNT(*) OVER (): the window makes the database read every row.
-    return page, elements.count()
+    return page, _total(caller, query, elements)
+
+
+def _total(caller: Caller, query: ListQuery, elements: QuerySet[Element]) -> int:
+    """The exact number of elements the query matches: without filters, the owner's count that the
+    database keeps (elements.counts), one row however many elements there are; else COUNT(*)."""
+    if query.applied:
+        # A separate count beats COUNT(*) OVER (): the window makes the database read every row.
+        return elements.count()
+    counts = ElementCount.objects.filter(owner=caller.user)
+    if query.element_type is not None:
+        return counts.filter(element_type=query.element_type).values_list("count", flat=True).first() or 0
+    return counts.aggregate(total=Sum("count"))["total"] or 0
 
 
 def element_aggregate(*, caller: Caller, query: ListQuery, group_by: str | None) -> dict[str, Any]:

@@ -49,6 +49,13 @@ def audit_record(
     )
 
 
+def audits_record(*, action: str, targets: list[str], caller: Caller) -> None:
+    """Record one write of `action` to each of `targets`, in one statement (an import's batch)."""
+    AuditEvent.objects.bulk_create([AuditEvent(
+        actor=caller.user, actor_name=caller.user.get_username(), credential=caller.credential, via=caller.via,
+        action=action, target=target[:255], detail={}) for target in targets])
+
+
 def _scopes_resolve(*, caller: Caller, names: Iterable[str] | None) -> list[Scope]:
     wanted = set(caller.scopes) if names is None else {n.strip() for n in names if n.strip()}
     found = list(Scope.objects.filter(name__in=wanted))

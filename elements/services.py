@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import operator
 import secrets
 import time
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
+from functools import reduce
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import McpSession, User
-from accounts.services import audit_record
+from accounts.services import audit_record, audits_record
 from core.caller import Caller
 from core.errors import DomainError, Forbidden, InvalidInput, NotFound
 from core.versions import version_check
@@ -33,7 +37,7 @@ from elements.types import (
     datetime_parse,
     element_type_parse,
 )
-from workflows.events import event_emit
+from workflows.events import event_emit, events_emit
 
 
 def _portfolio_changed(owner_id: int) -> None:
@@ -93,43 +97,56 @@ def _audit(caller: Caller, action: str, element: Element, **detail: Any) -> None
 
 def _emit(name: str, element: Element, **data: Any) -> None:
     # The element's owner's event, also when a curator made the change in admin.
-    event_emit(owner_id=element.owner_id, name=name, data={
-        "type": element.element_type, "name": element.name, "uniqueId": element.unique_id,
-        "tags": list(element.tags or []), **data})
+    event_emit(owner_id=element.owner_id, name=name, data={**_event_data(element), **data})
+
+
+def _event_data(element: Element) -> dict[str, Any]:
+    return {"type": element.element_type, "name": element.name, "uniqueId": element.unique_id,
+            "tags": list(element.tags or [])}
 
 
 @transaction.atomic
 def element_create(
     *, caller: Caller, element_type: ElementType, name: object, params: dict[str, Any], action: str = "create",
     unique_id: str | None = None, created: datetime | None = None, format_version: str = "v2",
-    owner: User | None = None,
+    owner: User | None = None, entries: list[Any] | None = None,
 ) -> Element:
     """Create an element from a client's params (shared fields, type fields, metadata), owned by
-    the caller or, for a curator in admin, by `owner`."""
+    the caller or, for a curator in admin, by `owner`; a memory with its imported `entries`, which
+    its first revision holds."""
     owner = owner or caller.user
     _check_owner(caller, owner.pk)
     name = validation.clean_name(name, element_type=element_type)
     if Element.objects.filter(owner=owner, element_type=element_type, name=name).exists():
         raise ElementExists(f"A {element_type.value} named '{name}' already exists: edit that one, or choose "
                             "another name.")
-    common, metadata = split_params(element_type, params)
-    common.setdefault("author", _default_author(owner))
-    values = clean_fields(element_type, common, metadata)
-    now = timezone.now()
+    element = _element_new(owner=owner, element_type=element_type, name=name, params=params,
+                           author=_default_author(owner), unique_id=unique_id, created=created,
+                           format_version=format_version)
     try:
         with transaction.atomic():
-            element = Element.objects.create(
-                owner=owner, element_type=element_type, name=name,
-                unique_id=unique_id or _unique_id(element_type, name, now),
-                format_version=format_version, created=created or now, modified=now, **values,
-            )
+            element.save(force_insert=True)
     except IntegrityError as exc:  # a concurrent create of the same name won the race
         raise ElementExists(f"A {element_type.value} named '{name}' already exists.") from exc
+    if entries:
+        _entries_import(element, entries)
     _revision(caller=caller, element=element, action=action)
     _audit(caller, action, element)
     _emit("element.created", element)
     _portfolio_changed(element.owner_id)
     return element
+
+
+def _element_new(*, owner: User, element_type: ElementType, name: str, params: dict[str, Any], author: str,
+                 unique_id: str | None, created: datetime | None, format_version: str) -> Element:
+    """An element made from a client's params (its name already clean), checked whole, not saved."""
+    common, metadata = split_params(element_type, params)
+    common.setdefault("author", author)
+    values = clean_fields(element_type, common, metadata)
+    now = timezone.now()
+    return Element(owner=owner, element_type=element_type, name=name,
+                   unique_id=unique_id or _unique_id(element_type, name, now), format_version=format_version,
+                   created=created or now, modified=now, **values)
 
 
 def _deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -312,25 +329,16 @@ def element_import(
     Returns (element, created). A replaced element keeps its id, activations and history."""
     owner = owner or caller.user
     _check_owner(caller, owner.pk)
-    element_type = element_type_parse(package["element_type"])
-    name = validation.clean_name(package["element_name"], element_type=element_type)
-    params = {key: package[key] for key in ("description", "instructions", "content", "tags", "triggers",
-                                            "category", "author", "version", "gatekeeper") if key in package}
-    params["metadata"] = package.get("metadata") or {}
-    format_version = package.get("format_version") if package.get("format_version") in ("v1", "v2") else "v2"
-    entries = package.get("entries") or []
-    if element_type is ElementType.MEMORY and (not isinstance(entries, list) or len(entries) > MAX_MEMORY_ENTRIES):
-        raise InvalidInput(f"entries must be a list of at most {MAX_MEMORY_ENTRIES}.", code="invalid_package")
+    read = _package_read(package)
+    element_type, name, params = read.element_type, read.name, read.params
+    format_version, entries = read.format_version, read.entries
     existing = Element.objects.select_for_update().filter(owner=owner, element_type=element_type, name=name).first()
     if existing is not None and not overwrite:
-        raise ElementExists(f"A {element_type.value} named '{name}' already exists. Pass overwrite: true to replace "
-                            "it (its current version is kept as a revision).")
+        raise _exists_for_import(element_type, name)
     if existing is None:
-        created = package.get("created")
-        created_at = datetime_parse(created, field="created", code="invalid_package") if created else None
         element = element_create(caller=caller, element_type=element_type, name=name, params=params, action=action,
-                                 unique_id=str(package.get("unique_id") or "") or None, created=created_at,
-                                 format_version=format_version, owner=owner)
+                                 unique_id=read.unique_id, created=read.created, format_version=format_version,
+                                 owner=owner, entries=entries)
     else:
         element = existing
         common, metadata = split_params(element_type, params)
@@ -341,14 +349,145 @@ def element_import(
         element.modified = timezone.now()
         element.save()
         element.entries.all().delete()
-    if element_type is ElementType.MEMORY:
-        MemoryEntry.objects.bulk_create([_imported_entry(element, e) for e in entries])
-    if existing is not None:
+        _entries_import(element, entries)
         _revision(caller=caller, element=element, action=action)
         _audit(caller, action, element, replaced=True)
         _emit("element.changed", element, fields=sorted(params))
         _portfolio_changed(element.owner_id)
     return element, existing is None
+
+
+def _entries_import(element: Element, entries: list[Any]) -> list[MemoryEntry] | None:
+    """A memory's entries from its package, written; None for another type."""
+    if element.element_type != ElementType.MEMORY:
+        return None
+    return MemoryEntry.objects.bulk_create([_imported_entry(element, entry) for entry in entries])
+
+
+@dataclass(frozen=True)
+class PackageRead:
+    """An export package's fields, checked as far as they can be without the database."""
+
+    element_type: ElementType
+    name: str
+    params: dict[str, Any]
+    format_version: str
+    entries: list[Any]
+    unique_id: str | None
+    created: datetime | None
+
+
+def _package_read(package: dict[str, Any]) -> PackageRead:
+    element_type = element_type_parse(package["element_type"])
+    name = validation.clean_name(package["element_name"], element_type=element_type)
+    params = {key: package[key] for key in ("description", "instructions", "content", "tags", "triggers",
+                                            "category", "author", "version", "gatekeeper") if key in package}
+    params["metadata"] = package.get("metadata") or {}
+    entries = package.get("entries") or []
+    if element_type is ElementType.MEMORY and (not isinstance(entries, list) or len(entries) > MAX_MEMORY_ENTRIES):
+        raise InvalidInput(f"entries must be a list of at most {MAX_MEMORY_ENTRIES}.", code="invalid_package")
+    created = package.get("created")
+    return PackageRead(
+        element_type=element_type, name=name, params=params, entries=entries,
+        format_version=package.get("format_version") if package.get("format_version") in ("v1", "v2") else "v2",
+        unique_id=str(package.get("unique_id") or "") or None,
+        created=datetime_parse(created, field="created", code="invalid_package") if created else None)
+
+
+def _exists_for_import(element_type: ElementType, name: str) -> ElementExists:
+    return ElementExists(f"A {element_type.value} named '{name}' already exists. Pass overwrite: true to replace it "
+                         "(its current version is kept as a revision).")
+
+
+IMPORTED, REPLACED, SKIPPED, REFUSED = "created", "updated", "skipped", "refused"
+
+
+def _import_one(caller: Caller, package: dict[str, Any], *, overwrite: bool) -> tuple[str, str]:
+    """Import one package in a savepoint of its own: (outcome, why it was refused)."""
+    try:
+        with transaction.atomic():
+            _, created = element_import(caller=caller, package=package, overwrite=overwrite)
+    except ElementExists:
+        return SKIPPED, ""
+    except DomainError as exc:
+        return REFUSED, exc.message
+    return (IMPORTED if created else REPLACED), ""
+
+
+@transaction.atomic
+def elements_import(*, caller: Caller, packages: list[dict[str, Any]], overwrite: bool = False,
+                    dry_run: bool = False) -> list[tuple[str, str]]:
+    """Import a batch of export packages as the caller's elements, in one transaction: for each
+    package in order, (outcome, why it was refused) with outcome created, updated, skipped or
+    refused, as element_import would decide it.
+
+    The new elements are written together: one statement each for the elements, their revisions,
+    their audit events and their memories' entries, and one question whether any trigger listens.
+    A package that names an element already there (or one an earlier package of the batch
+    names), and every package of a batch that meets a concurrent write of the same name, goes
+    through element_import one at a time, each in a savepoint: a refused package takes nothing
+    else with it. `dry_run` checks everything and writes nothing."""
+    owner = caller.user
+    author = _default_author(owner)
+    outcomes: list[tuple[str, str]] = [("", "")] * len(packages)
+    fresh: dict[tuple[str, str], tuple[int, Element, list[MemoryEntry]]] = {}
+    one_at_a_time: list[int] = []
+    for index, package in enumerate(packages):
+        try:
+            read = _package_read(package)
+            element = _element_new(owner=owner, element_type=read.element_type, name=read.name, params=read.params,
+                                   author=author, unique_id=read.unique_id, created=read.created,
+                                   format_version=read.format_version)
+            # Made before anything is written, so a bad entry refuses its package alone; each takes
+            # its memory's id when the memory is inserted.
+            entries = ([_imported_entry(element, entry) for entry in read.entries]
+                       if read.element_type is ElementType.MEMORY else [])
+        except DomainError as exc:
+            outcomes[index] = (REFUSED, exc.message)
+            continue
+        key = (element.element_type, element.name)
+        if key in fresh:
+            one_at_a_time.append(index)
+        else:
+            fresh[key] = (index, element, entries)
+    if fresh:
+        # One (owner, type, name) triple per branch, each a lookup in the unique index. A list of
+        # names leads PostgreSQL to the names' trigram index instead, whose cost grows with the
+        # table: an import slowed from 1,500 to 270 files a second over 10,000 files.
+        wanted = reduce(operator.or_, (Q(owner=owner, element_type=t, name=n) for t, n in fresh))
+        present = set(Element.objects.select_for_update().filter(wanted).values_list("element_type", "name"))
+        for key in present & fresh.keys():
+            one_at_a_time.append(fresh.pop(key)[0])
+    if fresh:
+        try:
+            with transaction.atomic():
+                _elements_insert(caller, list(fresh.values()))
+            for index, _, _ in fresh.values():
+                outcomes[index] = (IMPORTED, "")
+        except IntegrityError:  # a concurrent write of one of the names: each goes on its own
+            one_at_a_time.extend(index for index, _, _ in fresh.values())
+    for index in sorted(one_at_a_time):
+        outcomes[index] = _import_one(caller, packages[index], overwrite=overwrite)
+    if dry_run:
+        transaction.set_rollback(True)
+    return outcomes
+
+
+def _elements_insert(caller: Caller, fresh: list[tuple[int, Element, list[MemoryEntry]]]) -> None:
+    """Insert new elements with their entries, revisions and audit events, a statement per table."""
+    elements = Element.objects.bulk_create([element for _, element, _ in fresh])
+    entries = {element.pk: batch for element, (_, _, batch) in zip(elements, fresh, strict=True)
+               if element.element_type == ElementType.MEMORY}
+    MemoryEntry.objects.bulk_create([entry for batch in entries.values() for entry in batch])
+    action = ElementRevision.Action.IMPORT
+    ElementRevision.objects.bulk_create([ElementRevision(
+        element=element, owner=element.owner, element_type=element.element_type, name=element.name, action=action,
+        snapshot=element_package(element, entries=entries.get(element.pk)), credential=caller.credential[:200],
+    ) for element in elements])
+    audits_record(caller=caller, action=f"element.{action}",
+                  targets=[f"{element.element_type} '{element.name}'" for element in elements])
+    events_emit(owner_id=caller.user.pk, name="element.created", data=[_event_data(element) for element in elements])
+    _portfolio_changed(caller.user.pk)
 
 
 def _entry_id() -> str:

@@ -45,7 +45,7 @@ RUN_EVENTS = ("run.completed", "run.failed")
 SEND_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
 
 
-def _send(owner_id: int, name: str, data: dict[str, Any]) -> None:
+def _send(owner_id: int, name: str, data: list[dict[str, Any]]) -> None:
     from workflows.models import Trigger
     from workflows.tasks import event_dispatch
 
@@ -53,7 +53,8 @@ def _send(owner_id: int, name: str, data: dict[str, Any]) -> None:
         # Most writes are nobody's trigger: one indexed query here spares the broker a message each.
         if not Trigger.objects.filter(owner_id=owner_id, kind=Trigger.Kind.EVENT, event=name, enabled=True).exists():
             return
-        event_dispatch.apply_async((owner_id, name, data), retry_policy=SEND_RETRY)
+        for one in data:
+            event_dispatch.apply_async((owner_id, name, one), retry_policy=SEND_RETRY)
     except Exception:
         # Without a broker the task ran here and this is its own failure; with one, the broker's.
         logger.exception("Event %s of user %s was not dispatched", name, owner_id)
@@ -61,6 +62,13 @@ def _send(owner_id: int, name: str, data: dict[str, Any]) -> None:
 
 def event_emit(*, owner_id: int, name: str, data: dict[str, Any]) -> None:
     """Dispatch the event once the current transaction commits (at once outside one)."""
+    events_emit(owner_id=owner_id, name=name, data=[data])
+
+
+def events_emit(*, owner_id: int, name: str, data: list[dict[str, Any]]) -> None:
+    """Dispatch one event `name` of the owner's for each of `data`, once the transaction commits:
+    a batch of writes (an import) asks once whether any trigger listens."""
     if name not in EVENTS:
         raise ValueError(f"Unknown event {name!r}")
-    transaction.on_commit(lambda: _send(owner_id, name, data))
+    if data:
+        transaction.on_commit(lambda: _send(owner_id, name, data))

@@ -3,18 +3,17 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
-from django.db import connection, transaction
+from django.db import connection
 
 from accounts.models import AuditEvent, User
 from core.caller import Caller
-from core.errors import DomainError
 from elements.portfolio import iter_portfolio
-from elements.services import ElementExists, element_import
+from elements.services import IMPORTED, REFUSED, REPLACED, SKIPPED, elements_import
 
-OUTCOMES = ("created", "updated", "skipped", "refused")
-# Files imported per transaction (each file in a savepoint of its own, so a refused one takes
-# nothing else with it): one commit per batch instead of one per file.
-BATCH = 100
+OUTCOMES = (IMPORTED, REPLACED, SKIPPED, REFUSED)
+# Files imported per transaction (services.elements_import): one commit, and one statement per
+# table for the new elements, per batch instead of per file.
+BATCH = 500
 # The tables an import grows, whose planner statistics are refreshed as they do.
 GROWN_TABLES = ("elements_element", "elements_memoryentry", "elements_elementrevision")
 
@@ -76,20 +75,6 @@ class Progress:
             self.out.write("", style_func=_unstyled)  # ends the bar's line
 
 
-def _import(caller: Caller, package: dict[str, Any], *, overwrite: bool, dry_run: bool) -> tuple[str, str]:
-    """Import one file's package in its own savepoint: (outcome, reason it was refused)."""
-    try:
-        with transaction.atomic():
-            _, created = element_import(caller=caller, package=package, overwrite=overwrite)
-            if dry_run:
-                transaction.set_rollback(True)
-    except ElementExists:
-        return "skipped", ""
-    except DomainError as exc:
-        return "refused", exc.message
-    return ("created" if created else "updated"), ""
-
-
 class Command(BaseCommand):
     help = ("Import a DollhouseMCP portfolio folder (personas/, skills/, templates/, agents/, ensembles/, "
             "memories/) as USER's elements. A file that cannot be imported is reported and the rest go on; the "
@@ -120,21 +105,23 @@ class Command(BaseCommand):
         progress = Progress(self.stderr, len(found))
         statistics = Statistics()
         for start in range(0, len(found), BATCH):
-            created_before = counts["created"]
-            with transaction.atomic():
-                for done, (path, package) in enumerate(found[start:start + BATCH], start=start + 1):
-                    filename = path.relative_to(directory).as_posix()
-                    if isinstance(package, str):
-                        outcome, reason = "refused", package  # the message names the file already
-                    else:
-                        outcome, refusal = _import(caller, package, overwrite=overwrite, dry_run=dry_run)
-                        reason = f"{filename}: {refusal}" if refusal else ""
-                    counts[outcome] += 1
-                    if reason:
-                        refusals.append(reason)
-                    progress.advance(done, filename)
+            batch = found[start:start + BATCH]
+            readable = [package for _, package in batch if not isinstance(package, str)]
+            outcomes = iter(elements_import(caller=caller, packages=readable, overwrite=overwrite, dry_run=dry_run))
+            created_before = counts[IMPORTED]
+            for done, (path, package) in enumerate(batch, start=start + 1):
+                filename = path.relative_to(directory).as_posix()
+                if isinstance(package, str):
+                    outcome, reason = REFUSED, package  # the message names the file already
+                else:
+                    outcome, refusal = next(outcomes)
+                    reason = f"{filename}: {refusal}" if refusal else ""
+                counts[outcome] += 1
+                if reason:
+                    refusals.append(reason)
+                progress.advance(done, filename)
             if not dry_run:
-                statistics.grew(counts["created"] - created_before)
+                statistics.grew(counts[IMPORTED] - created_before)
         progress.finish()
         self._summary(directory, owner, counts, refusals, dry_run=dry_run)
         if all(isinstance(package, str) for _, package in found):

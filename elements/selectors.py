@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Case, CharField, Exists, FloatField, OuterRef, Q, QuerySet, Sum, Value, When
+from django.db.models import BooleanField, Case, CharField, Exists, FloatField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 
 from accounts.models import AuditEvent, McpSession, ToolCall
@@ -207,10 +207,15 @@ def _total(caller: Caller, query: ListQuery, elements: QuerySet[Element]) -> int
     if query.applied:
         # A separate count beats COUNT(*) OVER (): the window makes the database read every row.
         return elements.count()
-    counts = ElementCount.objects.filter(owner=caller.user)
+    # Raw SQL, one statement: on every list, and the ORM's query building costs ten times the query.
+    sql = f"SELECT COALESCE(SUM(count), 0) FROM {ElementCount._meta.db_table} WHERE owner_id = %s"
+    params: list[Any] = [caller.user.pk]
     if query.element_type is not None:
-        return counts.filter(element_type=query.element_type).values_list("count", flat=True).first() or 0
-    return counts.aggregate(total=Sum("count"))["total"] or 0
+        sql += " AND element_type = %s"
+        params.append(query.element_type.value)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.fetchone()[0])
 
 
 def element_aggregate(*, caller: Caller, query: ListQuery, group_by: str | None) -> dict[str, Any]:

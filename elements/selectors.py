@@ -322,8 +322,10 @@ def element_search(
     # Only memories have entries: a search of another type skips them.
     with_entries: set[int] = set()
     if element_type in (None, ElementType.MEMORY):
-        entry_owner = Q(memory__published=True) if collection else Q(memory__owner=caller.user)
-        with_entries = set(MemoryEntry.objects.filter(_entry_match(words), entry_owner)
+        # The memories by id, not a join: joined, SQLite walks all of the owner's elements and
+        # looks for entries of each (4.6 ms at 100,000 skills and no memory at all).
+        memories = Element.objects.filter(visible, element_type=ElementType.MEMORY).values("pk")
+        with_entries = set(MemoryEntry.objects.filter(_entry_match(words), memory__in=memories)
                            .values_list("memory_id", flat=True))
     matching = elements.filter(_document_match(words) | Q(pk__in=with_entries)) if with_entries \
         else elements.filter(_document_match(words))

@@ -297,10 +297,28 @@ def tool_call_record(*, caller: Caller, server: str, tool: str, operation: str, 
             # A savepoint, so that a failed insert inside a caller's transaction leaves it usable.
             with transaction.atomic():
                 ToolCall.objects.create(**fields)
+        elif connection.vendor == "postgresql":
+            _tool_call_insert_async(fields)
         else:  # one statement, committed on its own
             ToolCall.objects.create(**fields)
     except DatabaseError:
         logger.warning("tool call not recorded: %s %s", tool[:64], operation[:64], exc_info=True)
+
+
+def _tool_call_insert_async(fields: dict[str, Any]) -> None:
+    """The record as one statement on PostgreSQL whose commit does not wait for the write-ahead
+    log to reach the disk: a third of a read's database time went to that wait. Should the
+    database itself crash, the calls of its last fraction of a second may go unrecorded; nothing
+    else is affected (the setting is the statement's own transaction's: the two statements of one
+    message are one transaction). Django's PostgreSQL cursor binds parameters client-side, so both
+    go in one round trip."""
+    call = ToolCall(at=timezone.now(), **fields)
+    columns = ["at", "user_id", "server", "transport", "tool", "operation", "outcome", "error_code", "duration_ms"]
+    values = [ToolCall._meta.get_field(column.removesuffix("_id")).get_db_prep_save(
+        getattr(call, column), connection) for column in columns]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL synchronous_commit TO OFF; INSERT INTO {ToolCall._meta.db_table} "
+                       f"({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})", values)
 
 
 def expired_purge() -> dict[str, int]:

@@ -159,6 +159,46 @@ def database_pass(python: Path, database: str, args: argparse.Namespace, previou
     return result
 
 
+def _figure(value: float, ratio: float | None) -> str:
+    return f"{value:g} ({ratio:.2f})" if ratio is not None else f"{value:g}"
+
+
+def tables(report: dict) -> str:
+    """The report as docs/benchmarks.md shows it: per database, the floor's row, then Atrium's at
+    each size and process count, each figure followed by its ratio to the floor in brackets."""
+    lines = []
+    for kind, result in report["databases"].items():
+        floor_figures = result["floor"]
+        lines += [f"{kind}:", "",
+                  "| | stdio get / list / search, ms | HTTP get / list / search, ms "
+                  "| HTTP calls/s at 1 / 8 / 32 clients | runs/s: stdio; HTTP 1 / 8 clients |",
+                  "| --- | --- | --- | --- | --- |"]
+        names = ("get_element", "list_page_1", "search")
+        floor_row = ["floor", " / ".join(f"{floor_figures['stdio']['latency'][n]['p50_ms']:g}" for n in names),
+                     " / ".join(f"{floor_figures['http']['latency'][n]['p50_ms']:g}" for n in names),
+                     " / ".join(f"{v:g}" for v in floor_figures["http"]["throughput"].values()), ""]
+        lines.append("| " + " | ".join(floor_row) + " |")
+        for size, entry in result["sizes"].items():
+            for kind_http in (k for k in entry if k.startswith("http_")):
+                stdio = entry["stdio"] if kind_http == "http_1p" else None
+                http = entry[kind_http]
+                label = f"Atrium, {int(size):,}" + (f", {kind_http[5:-1]} processes" if kind_http != "http_1p" else "")
+                row = [label,
+                       " / ".join(_figure(stdio["latency"][n]["p50_ms"], stdio["vs_floor"]["latency"][n])
+                                  for n in names) if stdio else "",
+                       " / ".join(_figure(http["latency"][n]["p50_ms"], http["vs_floor"]["latency"][n]) for n in names),
+                       " / ".join(_figure(rate, http["vs_floor"]["throughput"][clients])
+                                  for clients, rate in http["throughput"].items()),
+                       "; ".join(filter(None, [
+                           " / ".join(_figure(r["runs_per_s"], (stdio or {}).get("vs_floor", {}).get("runs", {}).get(c))
+                                      for c, r in (stdio or {}).get("runs", {}).items()),
+                           " / ".join(_figure(r["runs_per_s"], http["vs_floor"]["runs"].get(c))
+                                      for c, r in http.get("runs", {}).items())]))]
+                lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -171,7 +211,11 @@ def main() -> None:
     parser.add_argument("--databases", default="sqlite")
     parser.add_argument("--previous", type=Path)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", type=Path, help="print the tables of a report written before, and stop")
     args = parser.parse_args()
+    if args.table:
+        print(tables(json.loads(args.table.read_text())))
+        return
     args.size_list = [int(s) for s in args.sizes.split(",")]
     args.client_counts = [int(c) for c in args.clients.split(",")]
     args.process_counts = [int(p) for p in args.processes.split(",")]

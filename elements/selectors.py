@@ -14,7 +14,20 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Case, CharField, Exists, FloatField, OuterRef, Q, QuerySet, Value, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    Count,
+    Exists,
+    FloatField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Value,
+    When,
+    Window,
+)
 from django.db.models.expressions import RawSQL
 
 from accounts.models import AuditEvent, McpSession, ToolCall
@@ -330,9 +343,20 @@ def element_search(
                            .values_list("memory_id", flat=True))
     matching = elements.filter(_document_match(words) | Q(pk__in=with_entries)) if with_entries \
         else elements.filter(_document_match(words))
-    total = matching.count()
     start = (page - 1) * page_size
-    items = list(_ranked(matching, words)[start:start + page_size])
+    ranked = _ranked(matching, words)
+    if connection.vendor == "postgresql":
+        # Ranking reads every match anyway, so the total comes with it (a round trip fewer), and
+        # the sort carries ids rather than whole rows; the page's rows are read by id after.
+        # On SQLite the window costs more than a count, and an ids-only query leaves the full-text
+        # index for a scan of the owner's elements.
+        ranks = list(ranked.annotate(total=Window(Count("pk"))).values_list("pk", "total")[start:start + page_size])
+        total = ranks[0][1] if ranks else matching.count()
+        rows = Element.objects.in_bulk([pk for pk, _ in ranks])
+        items = [rows[pk] for pk, _ in ranks]
+    else:
+        total = matching.count()
+        items = list(ranked[start:start + page_size])
     return [(e, _matched_in(e, words, e.pk in with_entries)) for e in items], total
 
 

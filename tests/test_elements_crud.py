@@ -140,6 +140,25 @@ def test_search_matches_names_bodies_and_memory_entries(alice, portfolio):
     assert aql.fails("mcp_aql_read", "search_elements", query="  ") == "Search query is required"
 
 
+def test_search_pages_in_rank_order_with_the_total_on_every_page(alice, portfolio):
+    aql = portfolio(alice)
+    for index in range(7):
+        aql.ok("mcp_aql_create", "create_element", "skill", element_name=f"skill-{index}", description="Plain.",
+               content=f"Uses the kettle {index}.")
+    aql.ok("mcp_aql_create", "create_element", "skill", element_name="kettle-care", description="Kettles.",
+           content="Descale monthly.")
+
+    first = aql.ok("mcp_aql_read", "search_elements", query="kettle", pagination={"page": 1, "pageSize": 3})
+    last = aql.ok("mcp_aql_read", "search_elements", query="kettle", pagination={"page": 3, "pageSize": 3})
+    beyond = aql.ok("mcp_aql_read", "search_elements", query="kettle", pagination={"page": 4, "pageSize": 3})
+
+    # A name match first, then the rest by name.
+    assert [i["element_name"] for i in first["items"]] == ["kettle-care", "skill-0", "skill-1"]
+    assert [i["element_name"] for i in last["items"]] == ["skill-5", "skill-6"]
+    assert beyond["items"] == []
+    assert {page["pagination"]["totalItems"] for page in (first, last, beyond)} == {8}
+
+
 def test_edit_deep_merges_and_keeps_a_revision(alice, portfolio):
     aql = portfolio(alice)
     aql.ok("mcp_aql_create", "create_element", "agent", element_name="triager", description="Triages",

@@ -317,6 +317,11 @@ def _ranked(elements: QuerySet[Element], words: list[str]) -> QuerySet[Element]:
     return elements.annotate(rank=rank).order_by("-name_hit", "-rank", "name", "pk")
 
 
+# What the adapters show of a search's hits (the MCP tools, the REST API, the console, the atrium
+# actions) and what tells where each matched: the sort carries no more.
+SEARCH_COLUMNS = ("element_type", "name", "description", "version", "tags", "author", "instructions", "content")
+
+
 def element_search(
     *, caller: Caller, text: str, element_type: ElementType | None = None, page: int = 1,
     page_size: int = DEFAULT_PAGE_SIZE, collection: bool = False,
@@ -352,11 +357,11 @@ def element_search(
         # index for a scan of the owner's elements.
         ranks = list(ranked.annotate(total=Window(Count("pk"))).values_list("pk", "total")[start:start + page_size])
         total = ranks[0][1] if ranks else matching.count()
-        rows = Element.objects.in_bulk([pk for pk, _ in ranks])
+        rows = Element.objects.only(*SEARCH_COLUMNS).in_bulk([pk for pk, _ in ranks])
         items = [rows[pk] for pk, _ in ranks]
     else:
         total = matching.count()
-        items = list(ranked[start:start + page_size])
+        items = list(ranked.only(*SEARCH_COLUMNS)[start:start + page_size])
     return [(e, _matched_in(e, words, e.pk in with_entries)) for e in items], total
 
 

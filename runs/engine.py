@@ -562,12 +562,6 @@ def _child_settled(child_id: str, *, inline_scripts: bool) -> None:
         _resume_parent(child, inline_scripts=inline_scripts)
 
 
-def _settle_parent(run_id: str, *, inline_scripts: bool) -> None:
-    run = Run.objects.get(pk=run_id)
-    if run.parent_id and run.is_terminal:
-        _resume_parent(run, inline_scripts=inline_scripts)
-
-
 def _resume_parent(child: Run, *, inline_scripts: bool) -> None:
     """The child ended: its parent's subworkflow node is decided by how."""
     with transaction.atomic():
@@ -646,7 +640,7 @@ def run_stop_at_caps(run_id: str, *, step_id: str) -> bool:
         if not _check_caps(run, at_cap=True):
             return False
         node_complete(node_run, status=NodeRun.Status.FAILED, error="Stopped by the spending cap.")
-    _settle_parent(run_id, inline_scripts=False)
+    _settled(run, inline_scripts=False)
     return True
 
 

@@ -38,7 +38,19 @@ def audit_record(
     via: str | None = None,
 ) -> AuditEvent:
     """Record one write. `caller` is None only for anonymous writes (OAuth client registration)."""
-    return AuditEvent.objects.create(
+    event = _audit_event(action=action, target=target, detail=detail, caller=caller, via=via)
+    event.save()
+    return event
+
+
+def audits_record(*, action: str, targets: list[str], caller: Caller) -> None:
+    """Record one write of `action` to each of `targets`, in one statement (an import's batch)."""
+    AuditEvent.objects.bulk_create([_audit_event(action=action, target=target, caller=caller) for target in targets])
+
+
+def _audit_event(*, action: str, target: str, caller: Caller | None, detail: dict[str, Any] | None = None,
+                 via: str | None = None) -> AuditEvent:
+    return AuditEvent(
         actor=caller.user if caller else None,
         actor_name=caller.user.get_username() if caller else "",
         credential=caller.credential if caller else "",
@@ -47,13 +59,6 @@ def audit_record(
         target=target[:255],
         detail=detail or {},
     )
-
-
-def audits_record(*, action: str, targets: list[str], caller: Caller) -> None:
-    """Record one write of `action` to each of `targets`, in one statement (an import's batch)."""
-    AuditEvent.objects.bulk_create([AuditEvent(
-        actor=caller.user, actor_name=caller.user.get_username(), credential=caller.credential, via=caller.via,
-        action=action, target=target[:255], detail={}) for target in targets])
 
 
 def _scopes_resolve(*, caller: Caller, names: Iterable[str] | None) -> list[Scope]:

@@ -84,15 +84,25 @@ def element_lock(element: Element) -> Element:
 
 def _revision(*, caller: Caller, element: Element, action: str) -> ElementRevision:
     entries = list(element.entries.all()) if element.element_type == ElementType.MEMORY else None
-    return ElementRevision.objects.create(
+    revision = _revision_new(caller=caller, element=element, action=action, entries=entries)
+    revision.save()
+    return revision
+
+
+def _revision_new(*, caller: Caller, element: Element, action: str,
+                  entries: list[MemoryEntry] | None) -> ElementRevision:
+    return ElementRevision(
         element=element, owner=element.owner, element_type=element.element_type, name=element.name,
         action=action, snapshot=element_package(element, entries=entries), credential=caller.credential[:200],
     )
 
 
 def _audit(caller: Caller, action: str, element: Element, **detail: Any) -> None:
-    audit_record(caller=caller, action=f"element.{action}", target=f"{element.element_type} '{element.name}'",
-                 detail=detail)
+    audit_record(caller=caller, action=f"element.{action}", target=_audit_target(element), detail=detail)
+
+
+def _audit_target(element: Element) -> str:
+    return f"{element.element_type} '{element.name}'"
 
 
 def _emit(name: str, element: Element, **data: Any) -> None:
@@ -334,7 +344,8 @@ def element_import(
     format_version, entries = read.format_version, read.entries
     existing = Element.objects.select_for_update().filter(owner=owner, element_type=element_type, name=name).first()
     if existing is not None and not overwrite:
-        raise _exists_for_import(element_type, name)
+        raise ElementExists(f"A {element_type.value} named '{name}' already exists. Pass overwrite: true to replace "
+                            "it (its current version is kept as a revision).")
     if existing is None:
         element = element_create(caller=caller, element_type=element_type, name=name, params=params, action=action,
                                  unique_id=read.unique_id, created=read.created, format_version=format_version,
@@ -357,11 +368,10 @@ def element_import(
     return element, existing is None
 
 
-def _entries_import(element: Element, entries: list[Any]) -> list[MemoryEntry] | None:
-    """A memory's entries from its package, written; None for another type."""
-    if element.element_type != ElementType.MEMORY:
-        return None
-    return MemoryEntry.objects.bulk_create([_imported_entry(element, entry) for entry in entries])
+def _entries_import(element: Element, entries: list[Any]) -> None:
+    """Write a memory's entries from its package (another type has none)."""
+    if element.element_type == ElementType.MEMORY:
+        MemoryEntry.objects.bulk_create([_imported_entry(element, entry) for entry in entries])
 
 
 @dataclass(frozen=True)
@@ -392,11 +402,6 @@ def _package_read(package: dict[str, Any]) -> PackageRead:
         format_version=package.get("format_version") if package.get("format_version") in ("v1", "v2") else "v2",
         unique_id=str(package.get("unique_id") or "") or None,
         created=datetime_parse(created, field="created", code="invalid_package") if created else None)
-
-
-def _exists_for_import(element_type: ElementType, name: str) -> ElementExists:
-    return ElementExists(f"A {element_type.value} named '{name}' already exists. Pass overwrite: true to replace it "
-                         "(its current version is kept as a revision).")
 
 
 IMPORTED, REPLACED, SKIPPED, REFUSED = "created", "updated", "skipped", "refused"
@@ -480,12 +485,9 @@ def _elements_insert(caller: Caller, fresh: list[tuple[int, Element, list[Memory
                if element.element_type == ElementType.MEMORY}
     MemoryEntry.objects.bulk_create([entry for batch in entries.values() for entry in batch])
     action = ElementRevision.Action.IMPORT
-    ElementRevision.objects.bulk_create([ElementRevision(
-        element=element, owner=element.owner, element_type=element.element_type, name=element.name, action=action,
-        snapshot=element_package(element, entries=entries.get(element.pk)), credential=caller.credential[:200],
-    ) for element in elements])
-    audits_record(caller=caller, action=f"element.{action}",
-                  targets=[f"{element.element_type} '{element.name}'" for element in elements])
+    ElementRevision.objects.bulk_create([_revision_new(caller=caller, element=element, action=action,
+                                                       entries=entries.get(element.pk)) for element in elements])
+    audits_record(caller=caller, action=f"element.{action}", targets=[_audit_target(element) for element in elements])
     events_emit(owner_id=caller.user.pk, name="element.created", data=[_event_data(element) for element in elements])
     _portfolio_changed(caller.user.pk)
 

@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from accounts.models import AuditEvent
 from core.caller import Caller
 from elements import services
 from elements.models import Element, ElementCount, ElementRevision, MemoryEntry
@@ -50,6 +51,24 @@ def test_new_elements_are_written_one_statement_per_table(alice):
     assert [e.content for e in memory_entries(memory=memory)] == ["One.", "Two."]
     # The first revision holds what was imported, entries included: restoring it loses nothing.
     assert [e["content"] for e in ElementRevision.objects.get(element=memory).snapshot["entries"]] == ["One.", "Two."]
+
+
+def test_a_batch_records_what_importing_each_file_alone_would(alice, bob):
+    packages = [notes("log", [{"content": "One."}]), skill("tidy")]
+    services.elements_import(caller=caller(alice), packages=packages)
+    for package in packages:
+        services.element_import(caller=caller(bob), package=package)
+
+    def recorded(member) -> tuple[list, list]:
+        events = AuditEvent.objects.filter(actor=member.user, action__startswith="element.").order_by("target")
+        revisions = ElementRevision.objects.filter(owner=member.user).order_by("name")
+        return ([(e.action, e.target, e.via, e.credential, e.detail) for e in events],
+                [(r.action, r.element_type, r.name, r.credential,
+                  [entry["content"] for entry in r.snapshot.get("entries") or []]) for r in revisions])
+
+    assert recorded(alice) == recorded(bob)
+    assert recorded(alice)[1] == [("import", "memory", "log", "management command", ["One."]),
+                                  ("import", "skill", "tidy", "management command", [])]
 
 
 def test_each_package_gets_the_outcome_it_would_get_alone(alice):

@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Q
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, RefreshToken
 
@@ -316,14 +317,12 @@ def _tool_call_insert_async(fields: dict[str, Any]) -> None:
     database itself crash, the calls of its last fraction of a second may go unrecorded; nothing
     else is affected (the setting is the statement's own transaction's: the two statements of one
     message are one transaction). Django's PostgreSQL cursor binds parameters client-side, so both
-    go in one round trip."""
-    call = ToolCall(at=timezone.now(), **fields)
-    columns = ["at", "user_id", "server", "transport", "tool", "operation", "outcome", "error_code", "duration_ms"]
-    values = [ToolCall._meta.get_field(column.removesuffix("_id")).get_db_prep_save(
-        getattr(call, column), connection) for column in columns]
+    go in one round trip; the INSERT is the one the ORM would send."""
+    query = InsertQuery(ToolCall)
+    query.insert_values([f for f in ToolCall._meta.local_concrete_fields if not f.primary_key], [ToolCall(**fields)])
+    [(sql, params)] = query.get_compiler(connection=connection).as_sql()
     with connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL synchronous_commit TO OFF; INSERT INTO {ToolCall._meta.db_table} "
-                       f"({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})", values)
+        cursor.execute(f"SET LOCAL synchronous_commit TO OFF; {sql}", params)
 
 
 def expired_purge() -> dict[str, int]:

@@ -7,6 +7,9 @@ for each: the p50 of the whole call, the p50 of each SQL statement it ran, and w
 Python (argument checks, the tool, output schema check, JSON).
 
     .venv/bin/python bench/read_profile.py [--size 10000] [--database-url postgres://...]
+
+With PROFILE_CASE=get_element (or list_page_1, search) set, it also prints cProfile's 60 costliest
+functions of that read, by cumulative time, to stderr.
 """
 
 import argparse
@@ -35,15 +38,23 @@ from protocol_bench import cases
 size, token = int(sys.argv[1]), sys.argv[2]
 client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_MCP_PROTOCOL_VERSION="2026-07-28",
                 HTTP_ACCEPT="application/json, text/event-stream", HTTP_MCP_METHOD="tools/call")
-report = {}
-for name, (tool, arguments) in cases(size).items():
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "profile", "version": "1"}}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "profile", "version": "1"}}
+
+
+def caller_of(tool, arguments):
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": tool, "arguments": arguments, "_meta": meta}})
+        "name": tool, "arguments": arguments, "_meta": META}})
+
     def call():
         response = client.post("/mcp", body, content_type="application/json", HTTP_MCP_NAME=tool)
         assert response.status_code == 200 and b'"isError": false' in response.content, response.content[:300]
+    return call
+
+
+report = {}
+for name, (tool, arguments) in cases(size).items():
+    call = caller_of(tool, arguments)
     for _ in range(20):
         call()
     totals, statements = [], {}
@@ -67,15 +78,11 @@ for name, (tool, arguments) in cases(size).items():
                     "python_ms": round(p50 - sum(sql.values()), 3)}
 if os.environ.get("PROFILE_CASE"):
     import cProfile, pstats
-    tool, arguments = cases(size)[os.environ["PROFILE_CASE"]]
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "profile", "version": "1"}}
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": tool, "arguments": arguments, "_meta": meta}})
+    call = caller_of(*cases(size)[os.environ["PROFILE_CASE"]])
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(300):
-        client.post("/mcp", body, content_type="application/json", HTTP_MCP_NAME=tool)
+        call()
     profile.disable()
     pstats.Stats(profile, stream=sys.stderr).sort_stats("cumulative").print_stats(60)
 print(json.dumps(report, indent=2))

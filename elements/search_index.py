@@ -38,9 +38,9 @@ REFILL = [
 
 def sqlite_index_ensure(connection: BaseDatabaseWrapper, *, source_table: str, tables: list[str],
                         triggers: dict[str, str], refill: list[str]) -> bool:
-    """Create the full-text tables and the triggers over `source_table` that are missing, refilling
-    the tables when a trigger was; returns whether they were refilled. The same for every app's
-    SQLite full-text index."""
+    """Create the tables and the triggers over `source_table` that are missing, refilling the
+    tables when a trigger was; returns whether they were refilled. The same for every table SQLite
+    keeps by triggers: each app's full-text index, and the element counts (elements.counts)."""
     if connection.vendor != "sqlite":
         return False
     with connection.cursor() as cursor:

@@ -11,7 +11,7 @@ worker_class = "gthread"
 workers = int(os.environ.get("WEB_CONCURRENCY", "1"))
 # Four threads: a call waiting on something slow (a script, up to ATRIUM_SCRIPT_WAIT_SECONDS) holds
 # one, and the rest go on. More threads than that only contend for the interpreter lock: on 2
-# cores, 8 threads answered 8 clients' reads about a fifth slower than 4 (docs/benchmarks.md).
+# cores, 8 threads answered 8 clients' reads 6 to 16% slower than 4 (docs/benchmarks.md).
 threads = int(os.environ.get("WEB_THREADS", "4"))
 # Tools return within seconds (long work is handed to workers and polled); this is a backstop.
 timeout = int(os.environ.get("WEB_TIMEOUT", "120"))

@@ -139,3 +139,12 @@ def test_twenty_concurrent_imports_of_one_batch_create_each_element_once():
     assert Element.objects.filter(owner=member.user).count() == 10
     assert ElementRevision.objects.filter(owner=member.user).count() == 10
     assert ElementCount.objects.get(owner=member.user, element_type="skill").count == 10
+
+
+def test_a_batch_larger_than_one_lookup_finds_every_existing_name(alice):
+    services.elements_import(caller=caller(alice), packages=[skill(f"s-{i}") for i in range(0, 1200, 2)])
+
+    outcomes = services.elements_import(caller=caller(alice), packages=[skill(f"s-{i}") for i in range(1200)])
+
+    assert [outcome for outcome, _ in outcomes] == ["skipped", "created"] * 600
+    assert Element.objects.filter(owner=alice.user).count() == 1200

@@ -3,7 +3,8 @@
 The floor is bench/floor_server.py: a bare server of the SDK version Atrium runs, answering a fixed
 element. Both are driven by the official SDK client of the current major version (bench/sdk_load.py
 in the venv of tests/live/sdk/requirements.txt): get_element, list_elements page 1 and
-search_elements (a word in 1% of the elements) one at a time (p50, p95), then a read mix of the
+search_elements (a word in 1% of the elements) one at a time (p50, p95), and the middle page of
+the list by its number and by the cursor of the page before; then a read mix of the first
 three from 1, 8 and 32 concurrent clients (calls per second), over stdio and over HTTP (gunicorn
 with one process, and with two). At the first size it also runs a three-step workflow again and
 again (start_workflow, then advance_run for a draft and a verdict) from 1 and 8 clients: runs
@@ -38,14 +39,41 @@ from harness import BASE_DIR, REVIEW_LOOP, free_port, manage, processes_stop
 sys.path.insert(0, str(BASE_DIR))
 from tests.live.sdk_current import current_sdk_python
 
+# The read mix; the deep pages are timed one at a time only.
+MIX = ["get_element", "list_page_1", "search"]
+# The cursor of the page that follows page `page` of bench's skills (20 a page), as the server
+# would give it: signed with the server's own key, so read in its environment.
+CURSOR = """
+from django.contrib.auth import get_user_model
+from core.caller import Caller
+from elements import selectors
+from elements.types import ElementType
+caller = Caller.trusted(get_user_model().objects.get(username="bench"), via="command")
+query = selectors.ListQuery(element_type=ElementType.SKILL, page={page})
+print(selectors.element_list(caller=caller, query=query)[1]["nextCursor"])
+"""
 
-def cases(size: int) -> dict[str, list]:
+
+def deep_page(size: int) -> int:
+    """The middle page of `size` skills, 20 a page."""
+    return max(2, size // 40)
+
+
+def cases(size: int, cursor: str = "") -> dict[str, list]:
+    """The reads timed; the deep page by cursor reads the same page as by number, given the cursor
+    of the page before it (the floor, which answers anything alike, gets a dummy)."""
     read = "mcp_aql_read"
+
+    def listing(params: dict) -> list:
+        return [read, {"operation": "list_elements", "element_type": "skill", "params": params}]
+
     return {
         "get_element": [read, {"operation": "get_element", "element_type": "skill",
                                "params": {"element_name": f"skill-{size // 2:06d}"}}],
-        "list_page_1": [read, {"operation": "list_elements", "element_type": "skill", "params": {"page": 1}}],
+        "list_page_1": listing({"page": 1}),
         "search": [read, {"operation": "search_elements", "params": {"query": NEEDLE}}],
+        "list_deep_page": listing({"page": deep_page(size)}),
+        "list_deep_cursor": listing({"cursor": cursor or "none"}),
     }
 
 
@@ -72,7 +100,8 @@ def wait_until_up(url: str, process: subprocess.Popen) -> None:
 
 def floor(python: Path, args: argparse.Namespace) -> dict:
     script = str(BASE_DIR / "bench" / "floor_server.py")
-    spec = {"cases": cases(10_000), "calls": args.calls, "clients": args.client_counts, "mix_seconds": args.mix_seconds}
+    spec = {"cases": cases(10_000), "mix": MIX, "calls": args.calls, "clients": args.client_counts,
+            "mix_seconds": args.mix_seconds}
     result = {"stdio": load(python, {**spec, "server": {"command": [sys.executable, script, "stdio"],
                                                           "env": dict(os.environ)}})}
     port = free_port()
@@ -87,7 +116,9 @@ def floor(python: Path, args: argparse.Namespace) -> dict:
 
 def atrium(python: Path, env: dict[str, str], token: str, size: int, args: argparse.Namespace, *,
            runs: bool) -> dict:
-    spec = {"cases": cases(size), "calls": args.calls, "clients": args.client_counts, "mix_seconds": args.mix_seconds}
+    cursor = manage(env, "shell", "-c", CURSOR.format(page=deep_page(size) - 1)).strip().splitlines()[-1]
+    spec = {"cases": cases(size, cursor), "mix": MIX, "calls": args.calls, "clients": args.client_counts,
+            "mix_seconds": args.mix_seconds}
     if runs:
         spec["runs"] = {"workflow_id": "bench", "clients": args.run_client_counts, "seconds": args.run_seconds}
     result = {"stdio": load(python, {**spec, "server": {
@@ -196,7 +227,23 @@ def tables(report: dict) -> str:
                                       for c, r in http.get("runs", {}).items())]))]
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+        lines += deep_table(result)
     return "\n".join(lines)
+
+
+def deep_table(result: dict) -> list[str]:
+    """The middle page of the list by number and by cursor, beside page 1 (p50 ms, the ratio to
+    the floor in brackets)."""
+    names = ("list_page_1", "list_deep_page", "list_deep_cursor")
+    lines = ["| | stdio page 1 / middle page by number / by cursor, ms | HTTP, ms |", "| --- | --- | --- |"]
+    for size, entry in result["sizes"].items():
+        measured = [entry[kind] for kind in ("stdio", "http_1p") if kind in entry]
+        if not all(n in m["latency"] for m in measured for n in names):
+            continue  # a report from before the deep pages were timed
+        lines.append(f"| Atrium, {int(size):,} | " + " | ".join(
+            " / ".join(_figure(m["latency"][n]["p50_ms"], m["vs_floor"]["latency"][n]) for n in names)
+            for m in measured) + " |")
+    return [*lines, ""]
 
 
 def main() -> None:

@@ -4,9 +4,10 @@ stdin, prints a JSON report.
 
 spec: {"server": {"url": URL, "token": TOKEN} or {"command": [...], "env": {...}},
        "cases": {NAME: [TOOL, ARGUMENTS]}, "calls": N, "clients": [1, 8, 32], "mix_seconds": S,
+       "mix": [NAME, ...]   (optional: the cases of the read mix; all of them by default)
        "runs": {"workflow_id": ID, "clients": [1, 8], "seconds": S}   (optional)}
 
-Each case is called `calls` times by one client (p50, p95); then the cases in turn, as a read mix,
+Each case is called `calls` times by one client (p50, p95); then the mix's cases in turn, as a read mix,
 by each number of concurrent clients for `mix_seconds` (calls per second). With "runs", each
 number of clients then runs the workflow again and again for `seconds`: start_workflow and an
 advance_run for each pending step, until the run completes (runs completed per second, and the
@@ -157,7 +158,7 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
             if runs:
                 report["runs"] = {"1": await runs_completed(server, None, runs, 1)}
             return report
-        mix = list(cases.values())
+        mix = [cases[name] for name in spec.get("mix", cases)]
         for clients in spec["clients"]:
             report["throughput"][str(clients)] = await throughput(server, http, mix, clients, spec["mix_seconds"])
         if runs:

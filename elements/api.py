@@ -39,7 +39,16 @@ from elements.gatekeeper import (
 from elements.models import Element, MemoryEntry
 from elements.packages import element_data, element_package, entry_data, package_load
 from elements.portfolio import yaml_dump
-from elements.selectors import GROUP_BY_FIELDS, SORT_FIELDS, ListQuery, page_window, pagination
+from elements.selectors import (
+    CURSOR_PATTERN,
+    GROUP_BY_FIELDS,
+    MAX_CURSOR_LENGTH,
+    SORT_FIELDS,
+    ListQuery,
+    list_query_resume,
+    page_window,
+    pagination,
+)
 from elements.types import (
     DEFAULT_PAGE_SIZE,
     MAX_CONTENT_LENGTH,
@@ -96,9 +105,10 @@ def _params(element_type: ElementType, validated: dict[str, Any], data: object) 
 
 
 def _list_query(element_type: ElementType, filters: dict[str, Any]) -> ListQuery:
+    cursor = filters.get("cursor")
     page, size = page_window(page=filters.get("page"), page_size=filters.get("pageSize"),
-                             limit=filters.get("limit"), offset=filters.get("offset"))
-    return ListQuery(
+                             limit=filters.get("limit"), offset=filters.get("offset"), cursor=cursor)
+    query = ListQuery(
         element_type=element_type, name_contains=filters.get("nameContains", ""),
         description_contains=filters.get("descriptionContains", ""), tags_all=tuple(filters.get("tags", ())),
         tags_any=tuple(filters.get("tagsAny", ())), author=filters.get("author", ""),
@@ -106,6 +116,7 @@ def _list_query(element_type: ElementType, filters: dict[str, Any]) -> ListQuery
         created_before=filters.get("createdBefore"), sort_by=filters.get("sortBy", "name"),
         sort_order=filters.get("sortOrder", "asc"), page=page, page_size=size,
     )
+    return query if cursor is None else list_query_resume(query, cursor)
 
 
 def _entries(element: Element) -> list[MemoryEntry] | None:
@@ -263,6 +274,8 @@ class PaginationSerializer(serializers.Serializer):
     totalPages = serializers.IntegerField()
     hasNextPage = serializers.BooleanField()
     hasPrevPage = serializers.BooleanField()
+    nextCursor = serializers.CharField(required=False, help_text="When another page follows: send it back as "
+                                                                  "cursor for that page, read by keyset")
 
 
 class ElementListItemSerializer(serializers.Serializer):
@@ -334,6 +347,10 @@ class ElementListCreateView(ElementsApiView):
         pageSize = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
         offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET)
+        cursor = serializers.RegexField(CURSOR_PATTERN, required=False, max_length=MAX_CURSOR_LENGTH - 1,
+                                       help_text="The previous page's pagination.nextCursor, sent with the same "
+                                                 "filters and sort and without page or offset: the next page, read "
+                                                 "by keyset, as fast at any depth")
         sortBy = serializers.ChoiceField(choices=list(SORT_FIELDS), required=False)
         sortOrder = serializers.ChoiceField(choices=["asc", "desc"], required=False)
         nameContains = serializers.CharField(required=False, max_length=MAX_FILTER_TEXT)
@@ -395,15 +412,15 @@ class ElementListCreateView(ElementsApiView):
         if filters.validated_data.get("aggregate") == "count" or "group_by" in filters.validated_data:
             return Response(selectors.element_aggregate(caller=caller, query=query,
                                                         group_by=filters.validated_data.get("group_by")))
-        items, total = selectors.element_page(caller=caller, query=query)
+        items, paging = selectors.element_list(caller=caller, query=query)
         data: dict[str, Any] = {
             "items": ElementListItemSerializer(items, many=True).data,
-            "pagination": pagination(query.page, query.page_size, total),
+            "pagination": paging,
             "sorting": {"sortBy": query.sort_by, "sortOrder": query.sort_order},
             "element_type": query.element_type.value,
         }
         if query.applied:
-            data["filters"] = {"applied": {**query.applied, "count": total}}
+            data["filters"] = {"applied": {**query.applied, "count": paging["totalItems"]}}
         return Response(data)
 
     @extend_schema(parameters=[TYPE_PARAM], request={JSON: InputSerializer},

@@ -60,7 +60,10 @@ PERMISSION_OUTPUT = obj(
 _SEMANTICS = {
     Endpoint.CREATE: "Additive, non-destructive operations: create elements, add memory entries, import, record "
                      "agent execution steps.",
-    Endpoint.READ: "Read operations: list, get, search, activate, introspect, validate, render, export.",
+    Endpoint.READ: "Read operations: list, get, search, activate, introspect, validate, render, export. Atrium "
+                   "extension: list_elements and query_elements answer pagination.nextCursor when another page "
+                   "follows; send it back as params.cursor, with the same filters and sort, for that page, read "
+                   "by keyset however deep.",
     Endpoint.UPDATE: "Modify existing elements.",
     Endpoint.DELETE: "Remove elements or clear memory entries (a backup revision is kept).",
     Endpoint.EXECUTE: "Runtime lifecycle: run agents (execute, continue, complete, abort, hand off) and confirm "

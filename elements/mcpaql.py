@@ -120,15 +120,15 @@ class Call:
                                f"{len(name):,}).", code="invalid_parameter")
         return name
 
-    def filter_text(self, key: str, source: dict[str, Any]) -> str:
-        """A text filter (nameContains, author...): a string under MAX_SEARCH_QUERY characters."""
+    def filter_text(self, key: str, source: dict[str, Any], limit: int = MAX_SEARCH_QUERY) -> str:
+        """A text filter (nameContains, author...): a string under `limit` characters."""
         value = source.get(key)
         if value is None:
             return ""
         if not isinstance(value, str):
             raise InvalidInput(f"Parameter '{key}' must be a string.", code="invalid_parameter")
-        if len(value) >= MAX_SEARCH_QUERY:
-            raise InvalidInput(f"Parameter '{key}' must be under {MAX_SEARCH_QUERY} characters (got "
+        if len(value) >= limit:
+            raise InvalidInput(f"Parameter '{key}' must be under {limit} characters (got "
                                f"{len(value):,}).", code="invalid_parameter")
         return value
 

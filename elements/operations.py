@@ -53,6 +53,9 @@ TYPE_OPTIONAL = Param("element_type", "string", False, "Filter by element type")
 FIELDS = Param("fields", "string|array", False, "Field selection: minimal, standard, full, or a list of fields")
 PAGE = Param("page", "number", False, "Page number, from 1", 1)
 PAGE_SIZE = Param("pageSize", "number", False, f"Items per page (max {MAX_PAGE_SIZE})", DEFAULT_PAGE_SIZE)
+CURSOR = Param("cursor", "string", False, "Atrium extension: the pagination.nextCursor of the previous page, "
+               "sent with the same element type, filters and sort and without page or offset; the next page is "
+               "read by keyset, as fast at any depth")
 
 FIELD_PRESETS = {
     "minimal": ("element_name", "description"),
@@ -108,12 +111,12 @@ def select_fields(data: Any, fields: object) -> Any:
     return one(data) if isinstance(data, dict) else data
 
 
-def _page_params(call: Call, source: dict[str, Any]) -> tuple[int, int]:
+def _page_params(call: Call, source: dict[str, Any], cursor: str | None = None) -> tuple[int, int]:
     return selectors.page_window(
         page=call.number("page", None, low=1, high=MAX_PAGE, container=source),
         page_size=call.number("pageSize", None, low=1, high=MAX_PAGE_SIZE, container=source),
         limit=call.number("limit", None, low=1, high=MAX_PAGE_SIZE, container=source),
-        offset=call.number("offset", None, low=0, high=MAX_OFFSET, container=source),
+        offset=call.number("offset", None, low=0, high=MAX_OFFSET, container=source), cursor=cursor,
     )
 
 
@@ -121,13 +124,14 @@ def _list_query(call: Call, element_type: ElementType | None) -> selectors.ListQ
     filters = {**call.params, **(call.obj("filters") or {}), **(call.obj("filter") or {})}
     paging = {**call.params, **(call.obj("pagination") or {})}
     sort = {**call.params, **(call.obj("sort") or {})}
-    page, size = _page_params(call, paging)
+    cursor = call.filter_text("cursor", paging, limit=selectors.MAX_CURSOR_LENGTH) or None
+    page, size = _page_params(call, paging, cursor)
 
     def when(key: str) -> Any:
         value = filters.get(key)
         return None if value is None else datetime_parse(value, field=key, code="invalid_filter")
 
-    return selectors.ListQuery(
+    query = selectors.ListQuery(
         element_type=element_type, name_contains=call.filter_text("nameContains", filters),
         description_contains=call.filter_text("descriptionContains", filters),
         tags_all=call.strings("tags", filters), tags_any=call.strings("tagsAny", filters),
@@ -136,6 +140,7 @@ def _list_query(call: Call, element_type: ElementType | None) -> selectors.ListQ
         created_before=when("createdBefore"), sort_by=str(sort.get("sortBy") or "name"),
         sort_order=str(sort.get("sortOrder") or "asc"), page=page, page_size=size,
     )
+    return query if cursor is None else selectors.list_query_resume(query, cursor)
 
 
 def _listing(call: Call, element_type: ElementType) -> dict[str, Any]:
@@ -143,14 +148,13 @@ def _listing(call: Call, element_type: ElementType) -> dict[str, Any]:
     aggregate = call.obj("aggregate")
     if aggregate and aggregate.get("count"):
         return selectors.element_aggregate(caller=call.caller, query=query, group_by=aggregate.get("group_by"))
-    items, total = selectors.element_page(caller=call.caller, query=query)
+    items, paging = selectors.element_list(caller=call.caller, query=query)
     data: dict[str, Any] = {
-        "items": [list_item(e) for e in items],
-        "pagination": selectors.pagination(query.page, query.page_size, total),
+        "items": [list_item(e) for e in items], "pagination": paging,
         "sorting": {"sortBy": query.sort_by, "sortOrder": query.sort_order}, "element_type": element_type.value,
     }
     if query.applied:
-        data["filters"] = {"applied": {**query.applied, "count": total}}
+        data["filters"] = {"applied": {**query.applied, "count": paging["totalItems"]}}
     return select_fields(data, call.params.get("fields"))
 
 
@@ -329,7 +333,7 @@ def add_entry(call: Call) -> dict[str, Any]:
 # --- READ ----------------------------------------------------------------------------------
 
 @operation("list_elements", Endpoint.READ, "List elements with pagination, filtering, sorting and aggregation.",
-           params=(TYPE, PAGE, PAGE_SIZE,
+           params=(TYPE, PAGE, PAGE_SIZE, CURSOR,
                    Param("sortBy", "string", False, "name, created, modified or version", "name"),
                    Param("sortOrder", "string", False, "asc or desc", "asc"),
                    Param("nameContains", "string", False, "Partial name match (case-insensitive)"),
@@ -346,7 +350,9 @@ def list_elements(call: Call) -> dict[str, Any]:
 
 @operation("query_elements", Endpoint.READ, "Structured filtering by tags, category, author and more.", params=(
     TYPE, Param("filters", "object", False, "{nameContains, tags, tagsAny, author, status, category}"),
-    Param("sort", "object", False, "{sortBy, sortOrder}"), Param("pagination", "object", False, "{page, pageSize}"),
+    Param("sort", "object", False, "{sortBy, sortOrder}"),
+    Param("pagination", "object", False, "{page, pageSize} or {cursor, pageSize?} (cursor: Atrium extension, "
+          "the previous answer's pagination.nextCursor)"),
     Param("aggregate", "object", False, "{count?, group_by?}"), FIELDS,
 ))
 def query_elements(call: Call) -> dict[str, Any]:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import operator
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import reduce
 from pathlib import PurePosixPath
 from typing import Any
 
+from django.core import signing
 from django.db import connection
 from django.db.models import (
     BooleanField,
@@ -113,6 +115,21 @@ class ListQuery:
     sort_order: str = "asc"
     page: int = 1
     page_size: int = DEFAULT_PAGE_SIZE
+    # A page read by keyset (list_query_resume): how many rows come before it, and the sort value
+    # and id of the last of them.
+    after: tuple[int, Any, int] | None = None
+
+    @property
+    def start(self) -> int:
+        """How many rows of the listing come before this page."""
+        return self.after[0] if self.after else (self.page - 1) * self.page_size
+
+    @property
+    def listing_key(self) -> str:
+        """What a cursor belongs to: the type, the filters and the order, not the page size."""
+        key = json.dumps([self.element_type.value if self.element_type else None, self.applied, self.sort_by,
+                          self.sort_order], sort_keys=True, default=str)
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
 
     @property
     def applied(self) -> dict[str, Any]:
@@ -135,12 +152,16 @@ class ListQuery:
             raise InvalidInput(f"page starts at 1 and pageSize is 1 to {MAX_PAGE_SIZE}.", code="invalid_pagination")
 
 
-def page_window(*, page: int | None, page_size: int | None, limit: int | None, offset: int | None
-                ) -> tuple[int, int]:
-    """(page, page size) from page/pageSize or limit/offset; page and offset together conflict."""
+def page_window(*, page: int | None, page_size: int | None, limit: int | None, offset: int | None,
+                cursor: str | None = None) -> tuple[int, int]:
+    """(page, page size) from page/pageSize or limit/offset; page and offset together conflict, and
+    so does either with a cursor, which names its page itself."""
     if page is not None and offset is not None:
         raise InvalidInput("Conflicting pagination: cannot use both 'page' and 'offset'. Use page/pageSize or "
                            "limit/offset.", code="invalid_pagination")
+    if cursor is not None and (page is not None or offset is not None):
+        raise InvalidInput("Conflicting pagination: a cursor names its own page; send it without 'page' or "
+                           "'offset'.", code="invalid_pagination")
     size = page_size or limit or DEFAULT_PAGE_SIZE
     if offset is not None:
         if offset % size:
@@ -153,6 +174,53 @@ def pagination(page: int, page_size: int, total: int) -> dict[str, Any]:
     pages = max(1, -(-total // page_size))
     return {"page": page, "pageSize": page_size, "totalItems": total, "totalPages": pages,
             "hasNextPage": page < pages, "hasPrevPage": page > 1}
+
+
+CURSOR_SALT = "elements.list-cursor"
+# Under this many characters: a cursor holds its last row's sort value, at most a 100-character
+# name, about 680 characters when every one is an emoji.
+MAX_CURSOR_LENGTH = 1_000
+CURSOR_PATTERN = r"^[A-Za-z0-9_.-]+$"  # base64url and the signature's separator: nothing to escape in a URL
+BAD_CURSOR = ("cursor is not one this server gave for this listing: send pagination.nextCursor back as it came, "
+              "with the same element type, filters and sort, or list from page 1 without it.")
+
+
+class _Utf8Json:
+    """JSON in UTF-8, not escaped: an emoji of a name takes 4 bytes of a cursor, not 12."""
+
+    def dumps(self, obj: Any) -> bytes:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data.decode())
+
+
+def _cursor_signer() -> signing.Signer:
+    return signing.Signer(salt=CURSOR_SALT, sep=".")
+
+
+def page_cursor(query: ListQuery, last: Element, start: int) -> str:
+    """The cursor of the page that starts after `last`, the listing's row number `start`."""
+    value = getattr(last, SORT_FIELDS[query.sort_by])
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    return _cursor_signer().sign_object([query.listing_key, start, value, last.pk], serializer=_Utf8Json)
+
+
+def list_query_resume(query: ListQuery, cursor: str) -> ListQuery:
+    """The query for the page a cursor names. Signed, so a cursor is read only as this server wrote
+    it; it must come back with the listing it was given for, and may change the page size."""
+    if len(cursor) >= MAX_CURSOR_LENGTH:
+        raise InvalidInput(BAD_CURSOR, code="invalid_cursor")
+    try:
+        key, start, value, pk = _cursor_signer().unsign_object(cursor, serializer=_Utf8Json)
+        if query.sort_by in ("created", "modified"):
+            value = datetime.fromisoformat(value)
+    except (signing.BadSignature, ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(BAD_CURSOR, code="invalid_cursor") from exc
+    if key != query.listing_key:
+        raise InvalidInput(BAD_CURSOR, code="invalid_cursor")
+    return replace(query, page=start // query.page_size + 1, after=(start, value, pk))
 
 
 def _json_array_has(column: str, values: tuple[str, ...], *, every: bool) -> Q:
@@ -191,27 +259,57 @@ def _filtered(caller: Caller, query: ListQuery) -> QuerySet[Element]:
 
 
 DEEP_PAGE = 1000  # offsets from which a page is read in two steps
-LIST_COLUMNS = ("element_type", "name", "description", "version", "tags", "created", "author", "category",
-                "modified")
+LIST_COLUMNS = ("element_type", "name", "description", "version", "version_key", "tags", "created", "author",
+                "category", "modified")
 
 
 def element_page(*, caller: Caller, query: ListQuery) -> tuple[list[Element], int]:
     """One page of elements (list columns only) and the exact total."""
     elements = _filtered(caller, query)
+    return _rows(query, elements, query.page_size), _total(caller, query, elements)
+
+
+def element_list(*, caller: Caller, query: ListQuery) -> tuple[list[Element], dict[str, Any]]:
+    """One page of a listing and its pagination: hasNextPage from the row after the page, and then
+    nextCursor, which reads the next page by keyset however deep it is."""
+    elements = _filtered(caller, query)
+    rows = _rows(query, elements, query.page_size + 1)
+    items, more = rows[:query.page_size], len(rows) > query.page_size
+    data = pagination(query.page, query.page_size, _total(caller, query, elements))
+    data["hasNextPage"] = more
+    data["hasPrevPage"] = query.start > 0
+    if more:
+        data["nextCursor"] = page_cursor(query, items[-1], query.start + len(items))
+    return items, data
+
+
+def _rows(query: ListQuery, elements: QuerySet[Element], limit: int) -> list[Element]:
     column = SORT_FIELDS[query.sort_by]
-    order = [column if query.sort_order == "asc" else f"-{column}"]
-    if query.sort_by != "name" or query.element_type is None:
-        order.append("pk")  # names are unique per type; anything else needs a tie-breaker
+    ascending = query.sort_order == "asc"
+    order = [column if ascending else f"-{column}"]
+    unique = query.sort_by == "name" and query.element_type is not None  # names are unique per type
+    if not unique:
+        # Anything else needs a tie-breaker, in the same direction, so that one index (owner, type,
+        # column, id) gives the order either way (migration 0011).
+        order.append("pk" if ascending else "-pk")
+    if query.after is not None:
+        # Keyset: the rows after the cursor's, found in that index however deep the page is.
+        _, value, pk = query.after
+        beyond, reached = ("gt", "gte") if ascending else ("lt", "lte")
+        if unique:
+            elements = elements.filter(**{f"{column}__{beyond}": value})
+        else:
+            elements = elements.filter(**{f"{column}__{reached}": value}).filter(
+                Q(**{f"{column}__{beyond}": value}) | Q(**{f"pk__{beyond}": pk}))
+        return list(elements.only(*LIST_COLUMNS).order_by(*order)[:limit])
     start = (query.page - 1) * query.page_size
-    window = slice(start, start + query.page_size)
+    window = slice(start, start + limit)
     if start < DEEP_PAGE:
-        page = list(elements.only(*LIST_COLUMNS).order_by(*order)[window])
-    else:
-        # Deep pages skip their offset in the index alone, then read just the rows they show.
-        ids = list(elements.order_by(*order).values_list("pk", flat=True)[window])
-        rows = Element.objects.only(*LIST_COLUMNS).in_bulk(ids)
-        page = [rows[pk] for pk in ids]
-    return page, _total(caller, query, elements)
+        return list(elements.only(*LIST_COLUMNS).order_by(*order)[window])
+    # Deep pages by number skip their offset in the index alone, then read just the rows they show.
+    ids = list(elements.order_by(*order).values_list("pk", flat=True)[window])
+    found = Element.objects.only(*LIST_COLUMNS).in_bulk(ids)
+    return [found[pk] for pk in ids]
 
 
 def _total(caller: Caller, query: ListQuery, elements: QuerySet[Element]) -> int:

@@ -194,9 +194,11 @@ def test_list_paginates_with_page_and_page_size(alice):
     first = api.get("/api/elements/personas/", {"pageSize": 2}).json()
     second = api.get("/api/elements/personas/", {"pageSize": 2, "page": 2}).json()
 
+    cursor = first["pagination"].pop("nextCursor")
     assert [i["element_name"] for i in first["items"]] == ["Alpha", "Bravo"]
     assert first["pagination"] == {"page": 1, "pageSize": 2, "totalItems": 3, "totalPages": 2,
                                    "hasNextPage": True, "hasPrevPage": False}
+    assert api.get("/api/elements/personas/", {"pageSize": 2, "cursor": cursor}).json() == second
     assert [i["element_name"] for i in second["items"]] == ["Charlie"]
     assert second["pagination"]["hasPrevPage"] is True and second["pagination"]["hasNextPage"] is False
     assert set(first["items"][0]) == {"element_name", "description", "type", "version", "tags", "created",

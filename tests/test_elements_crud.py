@@ -91,9 +91,12 @@ def test_list_paginates_filters_and_sorts(alice, portfolio):
     even = aql.ok("mcp_aql_read", "list_elements", "skill", tags=["even", "all"], pageSize=100)
     newest = aql.ok("mcp_aql_read", "list_elements", "skill", sortBy="name", sortOrder="desc", limit=3)
 
+    cursor = first["pagination"].pop("nextCursor")
     assert len(first["items"]) == 20 and first["pagination"] == {
         "page": 1, "pageSize": 20, "totalItems": 25, "totalPages": 2, "hasNextPage": True, "hasPrevPage": False}
     assert [i["element_name"] for i in second["items"]] == [f"skill-{i}" for i in range(20, 25)]
+    assert "nextCursor" not in second["pagination"]
+    assert aql.ok("mcp_aql_read", "list_elements", "skill", cursor=cursor) == second
     assert len(even["items"]) == 13 and even["filters"]["applied"]["count"] == 13
     assert [i["element_name"] for i in newest["items"]] == ["skill-24", "skill-23", "skill-22"]
     assert "Conflicting pagination" in aql.fails("mcp_aql_read", "list_elements", "skill", page=2, offset=20)

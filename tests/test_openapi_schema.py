@@ -9,6 +9,7 @@ from django.test import Client
 
 from accounts.scopes import ALL_SCOPES
 from elements.fields import TYPE_FIELDS
+from elements.selectors import CURSOR_PATTERN
 from tests.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -148,6 +149,8 @@ def _worst_case_bytes(schema: dict, parameter: dict) -> int:
         return name + max(len(str(node["minimum"])), len(str(node["maximum"])))
     if node.get("format") == "date-time":
         return name + 3 * len("2000-01-01T00:00:00.000000+23:59")
+    if node.get("pattern") == CURSOR_PATTERN:
+        return name + node["maxLength"]  # characters a URL holds as they are
     return name + 12 * node["maxLength"]
 
 

@@ -82,6 +82,10 @@ class McpSession(models.Model):
     # Set on a credential's standing session: the one that requests without a session of their
     # own (2026-07-28 has none) share, so activations and confirmations carry from one to the next.
     credential_key = models.CharField(max_length=100, blank=True, default="")
+    # Not a column: True on the session object of a stdio process while it knows the session has
+    # no active element (accounts.services.mcp_session_open), so a call skips the gatekeeper's query
+    # for their policies (elements.selectors.session_policies).
+    known_without_activations = False
 
     class Meta:
         ordering = ["-last_seen_at"]

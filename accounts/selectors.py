@@ -76,7 +76,8 @@ def mcp_session_find(*, caller: Caller, session_id: str) -> McpSession | None:
     """The caller's open, unexpired MCP session with that id, or None.
 
     A session id presented by another user is treated as unknown: ids are bearer-like and
-    must not let one user ride on another's connection.
+    must not let one user ride on another's connection. So is a stdio process's session, which
+    only its process serves.
     """
     session = _sessions.get(session_id)
     if session is not None and session.user_id == caller.user.pk:
@@ -84,7 +85,8 @@ def mcp_session_find(*, caller: Caller, session_id: str) -> McpSession | None:
         return session
     idle = timezone.now() - timedelta(days=settings.ATRIUM_MCP_SESSION_IDLE_DAYS)
     session = McpSession.objects.filter(
-        pk=session_id, user=caller.user, closed_at__isnull=True, last_seen_at__gte=idle
+        pk=session_id, user=caller.user, transport=McpSession.Transport.HTTP, closed_at__isnull=True,
+        last_seen_at__gte=idle,
     ).first()
     cache_stats.record("sessions", hit=session is not None)
     if session is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+import threading
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -182,7 +183,7 @@ def mcp_session_open(
     client_version: str = "",
     elicitation_modes: str = "",
 ) -> McpSession:
-    return McpSession.objects.create(
+    session = McpSession.objects.create(
         id=secrets.token_urlsafe(32),
         user=caller.user,
         transport=transport,
@@ -192,6 +193,11 @@ def mcp_session_open(
         client_version=client_version[:50],
         elicitation_modes=elicitation_modes[:20],
     )
+    # A stdio session is its process's own: only that process's calls, one at a time, activate
+    # elements in it (HTTP refuses its id, accounts.selectors.mcp_session_find), and it starts
+    # with none. Elsewhere another process may activate one at any time.
+    session.known_without_activations = transport == McpSession.Transport.STDIO
+    return session
 
 
 def credential_key(caller: Caller) -> str:
@@ -289,15 +295,42 @@ def code_reuse_revoke(*, code: str, client_id: str) -> int:
     return len(families)
 
 
+# The records of this thread's tool calls that wait for their answer to go out (records_defer).
+_deferred = threading.local()
+
+
+def records_defer() -> None:
+    """From now on, this thread's tool calls keep their records until records_write(): a transport
+    calls it once the answer has gone out, so the client does not wait for the insert."""
+    _deferred.records = []
+
+
+def records_write() -> None:
+    """Write the records kept since records_defer(), and write each later one at once again."""
+    records, _deferred.records = getattr(_deferred, "records", None), None
+    for fields in records or ():
+        _tool_call_insert(fields)
+
+
 def tool_call_record(*, caller: Caller, server: str, tool: str, operation: str, error_code: str | None,
                      duration_ms: float) -> None:
-    """Record one MCP tool call. The answer is already made: a record that cannot be written is
-    logged and dropped rather than turning that answer into a failure."""
+    """Record one MCP tool call, at once or, after records_defer(), when its answer has gone out.
+    The answer is already made: a record that cannot be written is logged and dropped rather than
+    turning that answer into a failure."""
     transport = caller.session.transport if caller.session is not None else McpSession.Transport.HTTP
     fields = {"user": caller.user, "server": server[:16], "transport": transport, "tool": tool[:64],
               "operation": operation[:64], "error_code": (error_code or "")[:64],
               "outcome": ToolCall.Outcome.OK if error_code is None else ToolCall.Outcome.ERROR,
-              "duration_ms": round(duration_ms, 3)}
+              "duration_ms": round(duration_ms, 3), "at": timezone.now()}
+    records = getattr(_deferred, "records", None)
+    if records is not None:
+        records.append(fields)
+    else:
+        _tool_call_insert(fields)
+
+
+def _tool_call_insert(fields: dict[str, Any]) -> None:
+    tool, operation = fields["tool"], fields["operation"]
     try:
         if connection.in_atomic_block:
             # A savepoint, so that a failed insert inside a caller's transaction leaves it usable.
@@ -308,7 +341,7 @@ def tool_call_record(*, caller: Caller, server: str, tool: str, operation: str, 
         else:  # one statement, committed on its own
             ToolCall.objects.create(**fields)
     except DatabaseError:
-        logger.warning("tool call not recorded: %s %s", tool[:64], operation[:64], exc_info=True)
+        logger.warning("tool call not recorded: %s %s", tool, operation, exc_info=True)
 
 
 def _tool_call_insert_async(fields: dict[str, Any]) -> None:

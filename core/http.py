@@ -31,7 +31,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.signals import request_finished
 from django.db import InterfaceError, OperationalError
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from mcp_server.djangomcp import DjangoMCP
@@ -41,7 +43,14 @@ from accounts.authentication import bearer_authenticate, logged_out_caller, prot
 from accounts.models import McpSession
 from accounts.ratelimit import tool_call_retry_after
 from accounts.selectors import mcp_session_find
-from accounts.services import mcp_session_close, mcp_session_of_credential, mcp_session_open, mcp_session_touch
+from accounts.services import (
+    mcp_session_close,
+    mcp_session_of_credential,
+    mcp_session_open,
+    mcp_session_touch,
+    records_defer,
+    records_write,
+)
 from core import protocol
 from core.caller import Caller
 from core.input_bounds import MAX_MESSAGE_DEPTH, JsonRefused, json_parse
@@ -131,6 +140,8 @@ def mcp_view(server: DjangoMCP):
 
     @csrf_exempt
     def view(request: HttpRequest) -> HttpResponse:
+        # The calls' records are written when the response is closed, after it was sent (_records_write).
+        records_defer()
         origin = request.headers.get("Origin")
         if origin and not origin_allowed(origin):
             return json_response({"error": f"Origin {origin} is not allowed.", "code": "origin_not_allowed"}, 403)
@@ -148,6 +159,13 @@ def mcp_view(server: DjangoMCP):
         return response
 
     return view
+
+
+@receiver(request_finished, dispatch_uid="core.http.records_write")
+def _records_write(**_: Any) -> None:
+    """Sent by a response's close(), which the WSGI server calls in the request's thread once it
+    has sent the response: the tool calls' records are written then, not while the client waits."""
+    records_write()
 
 
 def _dispatch(server: DjangoMCP, request: HttpRequest) -> HttpResponse:

@@ -23,6 +23,7 @@ from django.db.models import (
     Count,
     Exists,
     FloatField,
+    IntegerField,
     OuterRef,
     Q,
     QuerySet,
@@ -265,22 +266,42 @@ LIST_COLUMNS = ("element_type", "name", "description", "version", "version_key",
 
 def element_page(*, caller: Caller, query: ListQuery) -> tuple[list[Element], int]:
     """One page of elements (list columns only) and the exact total."""
-    elements = _filtered(caller, query)
-    return _rows(query, elements, query.page_size), _total(caller, query, elements)
+    return _page(caller, query, query.page_size)
 
 
 def element_list(*, caller: Caller, query: ListQuery) -> tuple[list[Element], dict[str, Any]]:
     """One page of a listing and its pagination: hasNextPage from the row after the page, and then
     nextCursor, which reads the next page by keyset however deep it is."""
-    elements = _filtered(caller, query)
-    rows = _rows(query, elements, query.page_size + 1)
+    rows, total = _page(caller, query, query.page_size + 1)
     items, more = rows[:query.page_size], len(rows) > query.page_size
-    data = pagination(query.page, query.page_size, _total(caller, query, elements))
+    data = pagination(query.page, query.page_size, total)
     data["hasNextPage"] = more
     data["hasPrevPage"] = query.start > 0
     if more:
         data["nextCursor"] = page_cursor(query, items[-1], query.start + len(items))
     return items, data
+
+
+def _page(caller: Caller, query: ListQuery, limit: int) -> tuple[list[Element], int]:
+    """Up to `limit` rows from the query's start, and the exact number of elements it matches.
+    Without filters that is the owner's count the database keeps (elements.counts), read by the
+    page's own statement; with filters, COUNT(*) (a separate count beats COUNT(*) OVER (), whose
+    window makes the database read every row)."""
+    elements = _filtered(caller, query)
+    if query.applied:
+        return _rows(query, elements, limit), elements.count()
+    sql = f"SELECT COALESCE(SUM(count), 0) FROM {ElementCount._meta.db_table} WHERE owner_id = %s"
+    params: list[Any] = [caller.user.pk]
+    if query.element_type is not None:
+        sql += " AND element_type = %s"
+        params.append(query.element_type.value)
+    rows = _rows(query, elements.annotate(kept_count=RawSQL(sql, params, output_field=IntegerField())), limit)
+    if rows and hasattr(rows[0], "kept_count"):
+        return rows, rows[0].kept_count
+    # Past the last page, or a deep page read by id: the count on its own, one raw statement.
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return rows, int(cursor.fetchone()[0])
 
 
 def _rows(query: ListQuery, elements: QuerySet[Element], limit: int) -> list[Element]:
@@ -310,23 +331,6 @@ def _rows(query: ListQuery, elements: QuerySet[Element], limit: int) -> list[Ele
     ids = list(elements.order_by(*order).values_list("pk", flat=True)[window])
     found = Element.objects.only(*LIST_COLUMNS).in_bulk(ids)
     return [found[pk] for pk in ids]
-
-
-def _total(caller: Caller, query: ListQuery, elements: QuerySet[Element]) -> int:
-    """The exact number of elements the query matches: without filters, the owner's count that the
-    database keeps (elements.counts), one row however many elements there are; else COUNT(*)."""
-    if query.applied:
-        # A separate count beats COUNT(*) OVER (): the window makes the database read every row.
-        return elements.count()
-    # Raw SQL, one statement: on every list, and the ORM's query building costs ten times the query.
-    sql = f"SELECT COALESCE(SUM(count), 0) FROM {ElementCount._meta.db_table} WHERE owner_id = %s"
-    params: list[Any] = [caller.user.pk]
-    if query.element_type is not None:
-        sql += " AND element_type = %s"
-        params.append(query.element_type.value)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return int(cursor.fetchone()[0])
 
 
 def element_aggregate(*, caller: Caller, query: ListQuery, group_by: str | None) -> dict[str, Any]:
@@ -484,7 +488,7 @@ def active_elements(*, caller: Caller, element_type: ElementType | None = None) 
 def session_policies(*, caller: Caller) -> list[Policy]:
     """The gatekeeper policies of the session's active personas, skills, agents and ensembles. An
     agent without a gatekeeper section of its own has its `tools` as its policy."""
-    if caller.session is None:
+    if caller.session is None or caller.session.known_without_activations:
         return []
     if connection.vendor == "postgresql":
         tools, is_object = "e.metadata -> 'tools'", "jsonb_typeof(e.metadata -> 'tools') = 'object'"

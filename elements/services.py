@@ -566,6 +566,7 @@ def activation_set(*, caller: Caller, elements: list[Element], via: Element | No
     for element in elements:
         if element.owner_id != caller.user.pk:
             raise Forbidden("That element is not yours.")
+    session.known_without_activations = False
     Activation.objects.bulk_create(
         [Activation(session=session, element=e, via=via) for e in elements], ignore_conflicts=True
     )

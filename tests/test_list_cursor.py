@@ -3,6 +3,7 @@ back as cursor, it reads that page by keyset: the same rows as the numbered page
 without an OFFSET, and without repeating or skipping a row when elements are added before it."""
 
 import re
+from dataclasses import replace
 from datetime import timedelta
 from urllib.parse import quote
 
@@ -13,10 +14,12 @@ from django.utils import timezone
 
 import elements.operations  # noqa: F401  (fills the route table)
 from core.caller import Caller
+from elements import selectors
 from elements.fields import version_key
 from elements.mcpaql import Endpoint, run
 from elements.models import Element
 from elements.selectors import CURSOR_PATTERN, MAX_CURSOR_LENGTH
+from elements.types import ElementType
 from tests.conftest import Api
 
 SORTS = [(sort_by, order) for sort_by in ("name", "created", "modified", "version") for order in ("asc", "desc")]
@@ -165,3 +168,18 @@ def test_the_api_lists_by_cursor_and_refuses_a_bad_one(alice, skills):
     assert [i["element_name"] for i in first["items"] + second.json()["items"]] == [
         f"skill-{i:02d}" for i in range(47)]
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_cursor"
+
+
+def test_a_page_without_filters_reads_its_rows_and_total_in_one_statement(skills):
+    query = selectors.ListQuery(element_type=ElementType.SKILL, page_size=10)
+
+    with CaptureQueriesContext(connection) as unfiltered:
+        items, paging = selectors.element_list(caller=skills, query=query)
+    with CaptureQueriesContext(connection) as filtered:
+        _, filtered_paging = selectors.element_list(caller=skills, query=replace(query, tags_any=("odd",)))
+    with CaptureQueriesContext(connection) as past_the_end:
+        none, beyond = selectors.element_list(caller=skills, query=replace(query, page=9))
+
+    assert len(unfiltered.captured_queries) == 1 and len(items) == 10 and paging["totalItems"] == 47
+    assert len(filtered.captured_queries) == 2 and filtered_paging["totalItems"] == 23
+    assert len(past_the_end.captured_queries) == 2 and none == [] and beyond["totalItems"] == 47

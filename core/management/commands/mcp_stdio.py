@@ -17,7 +17,7 @@ from django.db import close_old_connections
 from mcp_server import mcp_server
 
 from accounts.models import AuditEvent, McpSession, User
-from accounts.services import mcp_session_close, mcp_session_describe, mcp_session_open
+from accounts.services import mcp_session_close, mcp_session_describe, mcp_session_open, records_defer, records_write
 from core import protocol
 from core.caller import Caller
 from core.input_bounds import MAX_MESSAGE_DEPTH, JsonRefused, json_parse
@@ -65,9 +65,13 @@ def serve(server: Any, caller: Caller, stdin: BinaryIO, stdout: BinaryIO) -> Non
         if not line.strip():
             continue
         close_old_connections()
-        answer = respond(server, caller, line)
-        if answer is not None:
-            _write(stdout, answer)
+        records_defer()
+        try:
+            answer = respond(server, caller, line)
+            if answer is not None:
+                _write(stdout, answer)
+        finally:
+            records_write()  # the calls' records, once the client has its answer
 
 
 def respond(server: Any, caller: Caller, line: bytes) -> dict[str, Any] | None:

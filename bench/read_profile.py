@@ -33,7 +33,7 @@ django.setup()
 from django.db import connection
 from django.test import Client
 sys.path.insert(0, "bench")
-from protocol_bench import cases
+from protocol_bench import MIX, cases
 
 size, token = int(sys.argv[1]), sys.argv[2]
 client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_MCP_PROTOCOL_VERSION="2026-07-28",
@@ -53,8 +53,8 @@ def caller_of(tool, arguments):
 
 
 report = {}
-for name, (tool, arguments) in cases(size).items():
-    call = caller_of(tool, arguments)
+for name in MIX:
+    call = caller_of(*cases(size)[name])
     for _ in range(20):
         call()
     totals, statements = [], {}

@@ -18,18 +18,13 @@ from django.core import signing
 from django.db import connection
 from django.db.models import (
     BooleanField,
-    Case,
     CharField,
-    Count,
     Exists,
-    FloatField,
     IntegerField,
     OuterRef,
     Q,
     QuerySet,
     Value,
-    When,
-    Window,
 )
 from django.db.models.expressions import RawSQL
 
@@ -390,35 +385,8 @@ def _fts5_query(words: list[str]) -> str:
     return " AND ".join(f'"{w}"*' for w in words)
 
 
-def _document_match(words: list[str]) -> Q:
-    """Elements whose text has a word starting with each term, answered from each database's index."""
-    if connection.vendor == "postgresql":
-        return Q(RawSQL(f"{ELEMENT_VECTOR} @@ to_tsquery('simple', %s)", (_tsquery(words),),
-                        output_field=BooleanField()))
-    return Q(RawSQL("elements_element.id IN (SELECT rowid FROM element_document WHERE element_document MATCH %s)",
-                    (_fts5_query(words),), output_field=BooleanField()))
-
-
-def _entry_match(words: list[str]) -> Q:
-    if connection.vendor == "postgresql":
-        return Q(RawSQL("elements_memoryentry.search_vector @@ to_tsquery('simple', %s)",
-                        (_tsquery(words),), output_field=BooleanField()))
-    return Q(RawSQL("elements_memoryentry.id IN (SELECT rowid FROM entry_document WHERE entry_document MATCH %s)",
-                    (_fts5_query(words),), output_field=BooleanField()))
-
-
-def _ranked(elements: QuerySet[Element], words: list[str]) -> QuerySet[Element]:
-    """Name matches first; then, on PostgreSQL, full-text rank and name similarity; then name."""
-    name_hit = reduce(operator.and_, [Q(name__icontains=w) for w in words])
-    elements = elements.annotate(
-        name_hit=Case(When(name_hit, then=Value(True)), default=Value(False), output_field=BooleanField()))
-    if connection.vendor != "postgresql":
-        return elements.order_by("-name_hit", "name", "pk")
-    rank = RawSQL(f"ts_rank({ELEMENT_VECTOR}, to_tsquery('simple', %s)) + similarity(elements_element.name, %s)",
-                  (_tsquery(words), " ".join(words)), output_field=FloatField())
-    return elements.annotate(rank=rank).order_by("-name_hit", "-rank", "name", "pk")
-
-
+# A WHERE clause and its parameters.
+Visible = tuple[str, list[Any]]
 # What the adapters show of a search's hits (the MCP tools, the REST API, the console, the atrium
 # actions) and what tells where each matched: the sort carries no more.
 SEARCH_COLUMNS = ("element_type", "name", "description", "version", "tags", "author", "instructions", "content")
@@ -435,36 +403,80 @@ def element_search(
     words = _words(text)
     if not words:
         raise InvalidInput("Search query is required", code="query_required")
-    visible = Q(published=True) if collection else Q(owner=caller.user)
-    elements = Element.objects.filter(visible)
-    if element_type is not None:
-        elements = elements.filter(element_type=element_type)
-    # Evaluated on its own: the raw match names the entry table, which a subquery would alias.
+    visible: Visible = ("published = %s", [True]) if collection else ("owner_id = %s", [caller.user.pk])
     # Only memories have entries: a search of another type skips them.
-    with_entries: set[int] = set()
-    if element_type in (None, ElementType.MEMORY):
-        # The memories by id, not a join: joined, SQLite walks all of the owner's elements and
-        # looks for entries of each (4.6 ms at 100,000 skills and no memory at all).
-        memories = Element.objects.filter(visible, element_type=ElementType.MEMORY).values("pk")
-        with_entries = set(MemoryEntry.objects.filter(_entry_match(words), memory__in=memories)
-                           .values_list("memory_id", flat=True))
-    matching = elements.filter(_document_match(words) | Q(pk__in=with_entries)) if with_entries \
-        else elements.filter(_document_match(words))
-    start = (page - 1) * page_size
-    ranked = _ranked(matching, words)
-    if connection.vendor == "postgresql":
-        # Ranking reads every match anyway, so the total comes with it (a round trip fewer), and
-        # the sort carries ids rather than whole rows; the page's rows are read by id after.
-        # On SQLite the window costs more than a count, and an ids-only query leaves the full-text
-        # index for a scan of the owner's elements.
-        ranks = list(ranked.annotate(total=Window(Count("pk"))).values_list("pk", "total")[start:start + page_size])
-        total = ranks[0][1] if ranks else matching.count()
-        rows = Element.objects.only(*SEARCH_COLUMNS).in_bulk([pk for pk, _ in ranks])
-        items = [rows[pk] for pk, _ in ranks]
-    else:
-        total = matching.count()
-        items = list(ranked.only(*SEARCH_COLUMNS)[start:start + page_size])
+    with_entries = _entry_hits(visible, words) if element_type in (None, ElementType.MEMORY) else set()
+    items, total = _search_page(visible, element_type, words, with_entries, (page - 1) * page_size, page_size)
     return [(e, _matched_in(e, words, e.pk in with_entries)) for e in items], total
+
+
+def _entry_hits(visible: Visible, words: list[str]) -> set[int]:
+    """The visible memories with an entry that has every term. Raw SQL, on its own: the memories
+    by id, not a join (joined, SQLite walks all of the owner's elements looking for entries of
+    each: 4.6 ms at 100,000 skills and no memory at all)."""
+    if connection.vendor == "postgresql":
+        match, term = "me.search_vector @@ to_tsquery('simple', %s)", _tsquery(words)
+    else:
+        match, term = "me.id IN (SELECT rowid FROM entry_document WHERE entry_document MATCH %s)", _fts5_query(words)
+    where, params = visible
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT me.memory_id FROM {MemoryEntry._meta.db_table} me WHERE {match} AND "
+                       f"me.memory_id IN (SELECT id FROM {Element._meta.db_table} WHERE {where} AND element_type = %s)",
+                       [term, *params, ElementType.MEMORY.value])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _search_page(visible: Visible, element_type: ElementType | None, words: list[str], with_entries: set[int],
+                 start: int, page_size: int) -> tuple[list[Element], int]:
+    """One page of the matches, in order, and their total. Raw SQL: the ORM's building of these
+    queries cost more than the databases' answering them. Name matches (every term within the
+    name, as the ORM's icontains compares) come first; then, on PostgreSQL, full-text rank and name
+    similarity; then name."""
+    postgresql = connection.vendor == "postgresql"
+    where, params = [visible[0]], list(visible[1])
+    if element_type is not None:
+        where.append("element_type = %s")
+        params.append(element_type.value)
+    if postgresql:
+        match, term = f"{ELEMENT_VECTOR} @@ to_tsquery('simple', %s)", _tsquery(words)
+        listed, ids = "id = ANY(%s)", sorted(with_entries)
+        in_name = "UPPER(name::text) LIKE UPPER(%s)"
+    else:
+        match, term = "id IN (SELECT rowid FROM element_document WHERE element_document MATCH %s)", _fts5_query(words)
+        listed, ids = "id IN (SELECT value FROM json_each(%s))", json.dumps(sorted(with_entries))
+        in_name = "name LIKE %s"  # case-insensitive for ASCII, as icontains is on SQLite
+    params.append(term)
+    if with_entries:
+        match = f"({match} OR {listed})"
+        params.append(ids)
+    condition = " AND ".join([*where, match])
+    # Words are letters and digits only (_words): nothing in them for LIKE to escape.
+    order = f"({' AND '.join(in_name for _ in words)}) DESC, "
+    order_params: list[Any] = [f"%{w}%" for w in words]
+    if postgresql:
+        order += f"ts_rank({ELEMENT_VECTOR}, to_tsquery('simple', %s)) + similarity(name, %s) DESC, "
+        order_params += [_tsquery(words), " ".join(words)]
+    table, columns = Element._meta.db_table, ", ".join(("id", *SEARCH_COLUMNS))
+    page = [*params, *order_params, page_size, start]
+    with connection.cursor() as cursor:
+        if postgresql:
+            # Ranking reads every match anyway, so the total comes with it (a round trip fewer),
+            # and the sort carries ids rather than whole rows; the page's rows are read by id after.
+            cursor.execute(f"SELECT id, COUNT(*) OVER () FROM {table} WHERE {condition} ORDER BY {order}name, id "
+                           "LIMIT %s OFFSET %s", page)
+            ranks = cursor.fetchall()
+            if ranks:
+                rows = {e.pk: e for e in Element.objects.raw(f"SELECT {columns} FROM {table} WHERE id = ANY(%s)",
+                                                              [[pk for pk, _ in ranks]])}
+                return [rows[pk] for pk, _ in ranks], ranks[0][1]
+        # On SQLite a count beats COUNT(*) OVER (), and a query of ids alone leaves the full-text
+        # index for a scan of the owner's elements.
+        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {condition}", params)
+        total = int(cursor.fetchone()[0])
+    if postgresql or total <= start:
+        return [], total
+    return list(Element.objects.raw(f"SELECT {columns} FROM {table} WHERE {condition} ORDER BY {order}name, id "
+                                    "LIMIT %s OFFSET %s", page)), total
 
 
 def collection_page(*, element_type: ElementType | None, page: int, page_size: int) -> tuple[list[Element], int]:

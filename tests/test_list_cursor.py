@@ -170,7 +170,8 @@ def test_the_api_lists_by_cursor_and_refuses_a_bad_one(alice, skills):
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_cursor"
 
 
-def test_a_page_without_filters_reads_its_rows_and_total_in_one_statement(skills):
+def test_a_page_without_filters_reads_its_total_from_the_kept_count(skills):
+    """In the page's own statement on PostgreSQL (a round trip fewer); on its own on SQLite."""
     query = selectors.ListQuery(element_type=ElementType.SKILL, page_size=10)
 
     with CaptureQueriesContext(connection) as unfiltered:
@@ -180,6 +181,9 @@ def test_a_page_without_filters_reads_its_rows_and_total_in_one_statement(skills
     with CaptureQueriesContext(connection) as past_the_end:
         none, beyond = selectors.element_list(caller=skills, query=replace(query, page=9))
 
-    assert len(unfiltered.captured_queries) == 1 and len(items) == 10 and paging["totalItems"] == 47
+    one_statement = connection.vendor == "postgresql"
+    assert len(unfiltered.captured_queries) == (1 if one_statement else 2)
+    assert "elements_elementcount" in unfiltered.captured_queries[-1]["sql"]
+    assert len(items) == 10 and paging["totalItems"] == 47
     assert len(filtered.captured_queries) == 2 and filtered_paging["totalItems"] == 23
     assert len(past_the_end.captured_queries) == 2 and none == [] and beyond["totalItems"] == 47

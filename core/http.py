@@ -31,9 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.signals import request_finished
 from django.db import InterfaceError, OperationalError
-from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from mcp_server.djangomcp import DjangoMCP
@@ -140,7 +138,7 @@ def mcp_view(server: DjangoMCP):
 
     @csrf_exempt
     def view(request: HttpRequest) -> HttpResponse:
-        # The calls' records are written when the response is closed, after it was sent (_records_write).
+        # The calls' records are written when the response is closed, after it was sent.
         records_defer()
         origin = request.headers.get("Origin")
         if origin and not origin_allowed(origin):
@@ -161,10 +159,10 @@ def mcp_view(server: DjangoMCP):
     return view
 
 
-@receiver(request_finished, dispatch_uid="core.http.records_write")
-def _records_write(**_: Any) -> None:
-    """Sent by a response's close(), which the WSGI server calls in the request's thread once it
-    has sent the response: the tool calls' records are written then, not while the client waits."""
+def records_after_response(**_: Any) -> None:
+    """Connected to request_finished, which a response's close() sends in the request's thread once
+    the WSGI server has sent it: the tool calls' records are written then, not while the client
+    waits, and before the request's database connection is released (core.apps)."""
     records_write()
 
 

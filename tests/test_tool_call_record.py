@@ -5,9 +5,12 @@ transports write it after the answer has gone out."""
 import io
 import json
 from datetime import timedelta
+from unittest.mock import patch
 
 import pytest
-from django.db import connection
+from django.apps import apps
+from django.core.signals import request_finished
+from django.db import close_old_connections, connection
 from django.test import RequestFactory
 from django.utils import timezone
 from mcp_server import mcp_server
@@ -92,3 +95,18 @@ def test_over_stdio_the_record_is_written_after_the_answer():
 
     assert stdout.records_at_write == [0, 0, 1]  # each call's record follows its answer
     assert ToolCall.objects.filter(user=member.user, transport="stdio").count() == 2
+
+
+def test_records_are_written_before_the_requests_connections_are_released():
+    # As at start-up, whatever earlier tests' clients did to the order: Django's receiver first.
+    request_finished.disconnect(dispatch_uid="core.records_after_response")
+    request_finished.disconnect(close_old_connections)
+    request_finished.connect(close_old_connections)
+    apps.get_app_config("core").ready()
+    order: list[str] = []
+    with (patch("core.http.records_write", side_effect=lambda: order.append("records")),
+          patch.object(connection, "close_if_unusable_or_obsolete", side_effect=lambda: order.append("released"))):
+        connection.ensure_connection()
+        request_finished.send(sender=None)
+
+    assert order == ["records", "released"]

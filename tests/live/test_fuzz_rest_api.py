@@ -49,12 +49,14 @@ CHECKS = {
 # request arrives, and a skill's source that does not compile, schemas that are not JSON Schema, or
 # integrations that do not exist; a playbook's plan and trigger specs (free-form objects with rules
 # of their own), a capability a plan names that does not exist, and input that a user-written input
-# card refuses (invalid_input with `problems`, the card's own verdict).
+# card refuses (invalid_input with `problems`, the card's own verdict); and a list's cursor that this
+# server did not give for that listing (signed and opaque).
 UNSTATABLE = {"invalid_config", "integrity_error", "invalid_yaml", "invalid_package", "content_required",
               "instructions_required",
               "ensemble_members_required", "invalid_name", "NOT_FOUND", "PROTECTED_PATH", "invalid_pagination",
               "no_repo_source", "query_required", "too_many_terms", "expiry_in_past", "invalid_source",
-              "invalid_schema", "integration_not_found", "invalid_plan", "invalid_trigger", "capability_not_found"}
+              "invalid_schema", "integration_not_found", "invalid_plan", "invalid_trigger", "capability_not_found",
+              "invalid_cursor"}
 # A NUL character (which PostgreSQL text cannot hold) is refused anywhere in a body (invalid_input
 # naming where). The schema says so of every string it declares; it cannot of a mapping key (OpenAPI
 # 3.0 has no propertyNames) nor of text inside a free-form object or an undeclared property, so a
